@@ -1,0 +1,113 @@
+"""Who am I in the job: rank, world size and launcher, read from the environment the launcher set.
+
+Nothing here imports TensorFlow, Horovod or MPI: the backends decide which communication library
+to initialise, and this module only says what the launcher told the process.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+# (rank, size, local rank, local size) variables, by launcher family
+_ENV_LAYOUTS = (
+    ("horovodrun", "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
+    (
+        "mpirun",
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+    ),
+    ("mpirun", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+)
+
+
+@dataclass(frozen=True)
+class ProcessPlace:
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    launcher: str  # "horovodrun" | "mpirun" | "slurm" | "none"
+    hostname: str
+
+    @property
+    def under_mpi(self) -> bool:
+        return "OMPI_COMM_WORLD_RANK" in os.environ or "PMI_RANK" in os.environ
+
+
+def _started_by_horovodrun() -> bool:
+    """horovodrun's Gloo mode sets HOROVOD_RANK; its MPI mode execs an mpirun it marks with
+    `-x NCCL_SOCKET_IFNAME=...`, visible in the launcher's command line."""
+    if "HOROVOD_RANK" in os.environ:
+        return True
+    argv = launcher_command() or []
+    return any("horovodrun" in arg or arg.startswith("NCCL_SOCKET_IFNAME=") for arg in argv)
+
+
+def detect_place() -> ProcessPlace:
+    hostname = socket.gethostname()
+    for launcher, rank_var, size_var, local_rank_var, local_size_var in _ENV_LAYOUTS:
+        if rank_var in os.environ and size_var in os.environ:
+            rank = int(os.environ[rank_var])
+            size = int(os.environ[size_var])
+            local_rank = int(os.environ.get(local_rank_var, "0"))
+            local_size_text = os.environ.get(local_size_var, "1").split("(")[0].split(",")[0]
+            local_size = int(local_size_text or 1)
+            if launcher == "mpirun" and _started_by_horovodrun():
+                launcher = "horovodrun"
+            return ProcessPlace(rank, size, local_rank, local_size, launcher, hostname)
+    return ProcessPlace(0, 1, 0, 1, "none", hostname)
+
+
+def threads_per_process(requested: int, local_size: int) -> int:
+    """Split this host's cores between the ranks on it, so ranks do not fight for cores."""
+    if requested > 0:
+        return requested
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, local_size))
+
+
+LAUNCHER_NAMES = ("mpirun", "mpiexec", "orterun", "horovodrun", "srun", "prun")
+
+
+def launcher_command() -> list[str] | None:
+    """The argv of the launcher that started this process, if it runs on this host."""
+    pid = os.getppid()
+    for _ in range(8):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                argv = [
+                    part.decode(errors="replace") for part in handle.read().split(b"\0") if part
+                ]
+            names = [os.path.basename(a) for a in argv[:2]]
+            if any(name in LAUNCHER_NAMES for name in names):
+                return argv
+            with open(f"/proc/{pid}/stat") as handle:
+                pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        if pid <= 1:
+            return None
+    return None
+
+
+def hostfile_of(argv: list[str] | None) -> str | None:
+    """The hostfile (or -H host list) named on a launcher's command line."""
+    if not argv:
+        return None
+    for index, arg in enumerate(argv[:-1]):
+        if arg in ("--hostfile", "-hostfile", "--machinefile", "-machinefile", "-hostfile"):
+            return argv[index + 1]
+        if arg in ("-H", "--hosts", "--host", "-host"):
+            return f"-H {argv[index + 1]}"
+    for arg in argv:
+        if arg.startswith("--hostfile="):
+            return arg.split("=", 1)[1]
+    return None

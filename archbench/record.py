@@ -1,0 +1,137 @@
+"""The run record: one JSON object per line, appended atomically (see README, 'Run record')."""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+import uuid
+
+SCHEMA = "archbench.run/1"
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def append_record(path: str, record: dict) -> None:
+    """Appends one line with a single write under an exclusive lock, then fsyncs.
+
+    Readers therefore see either the whole line or none of it; a line cut by a crash mid-write
+    (it cannot be, short of a kernel crash) would be detected on load as invalid JSON.
+    """
+    line = (json.dumps(record, sort_keys=False, default=_json_default) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        written = os.write(fd, line)
+        if written != len(line):
+            raise OSError(f"short write to {path}: {written} of {len(line)} bytes")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _json_default(value):
+    import numpy as np
+
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+def read_records(path: str) -> list[dict]:
+    """Every complete record of a JSON-lines file; a cut or corrupt line is skipped."""
+    records = []
+    if not os.path.exists(path):
+        return records
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                records.append(value)
+    return records
+
+
+def _package_version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def mpi_version() -> str | None:
+    try:
+        output = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = output.stdout.strip().splitlines()
+    return first[0] if first else None
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return f"{line.split(':', 1)[1].strip()} x{os.cpu_count()}"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()} x{os.cpu_count()}"
+
+
+def git_commit() -> str | None:
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        output = subprocess.run(
+            ["git", "-C", folder, "describe", "--always", "--dirty", "--abbrev=12"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return output.stdout.strip() or None
+
+
+def environment(gpus: list[str] | None = None) -> dict:
+    """Versions and hardware: what a reader needs to reproduce or discount a number."""
+    import archbench
+
+    return {
+        "python": platform.python_version(),
+        "tensorflow": _package_version("tensorflow-cpu") or _package_version("tensorflow"),
+        "horovod": _package_version("horovod"),
+        "mpi": mpi_version(),
+        "mpi4py": _package_version("mpi4py"),
+        "numpy": _package_version("numpy"),
+        "cpu": cpu_model(),
+        "gpu": gpus or [],
+        "archbench": archbench.__version__,
+        "git_commit": git_commit(),
+        "platform": platform.platform(),
+        "hostname": platform.node(),
+        "command": " ".join(sys.argv),
+    }

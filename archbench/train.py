@@ -1,0 +1,317 @@
+"""`python -m archbench.train` / `archbench train`: one training run, one run record.
+
+Works unchanged as a plain process, under `mpirun`, and under `horovodrun` (MPI or Gloo). Rank
+roles come from the launcher; the chief appends the record to --out, also when the run fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+from archbench.config import TrainConfig, add_train_arguments, config_from_args
+from archbench.errors import UsageError
+from archbench.launch import (
+    ProcessPlace,
+    detect_place,
+    hostfile_of,
+    launcher_command,
+    threads_per_process,
+)
+from archbench.record import SCHEMA, append_record, environment, new_run_id, now_iso
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def chief_rank(config: TrainConfig) -> int:
+    """Rank of the chief worker: the first rank after the parameter servers."""
+    return config.num_ps if config.arch == "ps" else 0
+
+
+def validate_world(config: TrainConfig, place: ProcessPlace) -> None:
+    if config.arch == "ps":
+        if config.num_ps >= place.size:
+            raise UsageError(
+                f"--num-ps {config.num_ps} needs at least {config.num_ps + 1} processes "
+                f"(ranks 0..{config.num_ps - 1} serve, the rest train); this job has {place.size}"
+            )
+    if config.arch == "single" and place.size > 1:
+        raise UsageError(
+            f"--arch single runs as one process; this job has {place.size} (use ring, p2p or ps)"
+        )
+
+
+class RunState:
+    """What the failure path needs to write a record from any thread, exactly once."""
+
+    def __init__(self, config: TrainConfig, place: ProcessPlace):
+        self.config = config
+        self.place = place
+        self.started_at = now_iso()
+        self.start_time = time.time()
+        self.env: dict | None = None
+        self.trainer = None
+        self.cluster: dict | None = None
+        self.model_stats: dict | None = None
+        self.lock = threading.Lock()
+        self.record_written = False
+
+    @property
+    def is_chief(self) -> bool:
+        return self.place.rank == chief_rank(self.config)
+
+    def base_cluster(self) -> dict:
+        config, place = self.config, self.place
+        workers = (
+            1
+            if config.arch == "single"
+            else place.size - (config.num_ps if config.arch == "ps" else 0)
+        )
+        launcher_argv = launcher_command()
+        return {
+            "world_size": place.size,
+            "num_workers": workers,
+            "num_ps": config.num_ps if config.arch == "ps" else 0,
+            "hosts": [place.hostname] * place.size if place.size == 1 else [place.hostname],
+            "roles": None,
+            "launcher": place.launcher,
+            "launcher_command": " ".join(launcher_argv) if launcher_argv else None,
+            "hostfile": hostfile_of(launcher_argv),
+            "link": None,
+        }
+
+    def write(self, record: dict) -> None:
+        with self.lock:
+            if self.record_written or not self.config.out:
+                return
+            append_record(self.config.out, record)
+            self.record_written = True
+
+    def failed_record(self, status: str, error_type: str, message: str) -> dict:
+        cluster = self.cluster or self.base_cluster()
+        workers = cluster["num_workers"]
+        return {
+            "schema": SCHEMA,
+            "run_id": self.config.run_id,
+            "study": self.config.study,
+            "status": status,
+            "started_at": self.started_at,
+            "finished_at": now_iso(),
+            "config": self.config.as_record(self.place.size, workers),
+            "cluster": cluster,
+            "env": self.env or {},
+            "model_stats": self.model_stats or {},
+            "timing": {"wall_s": time.time() - self.start_time},
+            "comm": {},
+            "result": {},
+            "error": {"type": error_type, "message": message},
+        }
+
+
+def _watch_stop_signals(state: RunState) -> None:
+    """Runs in its own thread: a stop signal (mpirun tearing the job down) becomes a failed record.
+
+    The signals are blocked in every other thread, so this works even while the main thread sits
+    inside a TensorFlow or MPI call that would never return to run a Python handler.
+    """
+    received = signal.sigwait(set(STOP_SIGNALS))
+    name = signal.Signals(received).name
+    if state.is_chief:
+        try:
+            state.write(
+                state.failed_record(
+                    "failed",
+                    "Terminated",
+                    f"stopped by {name} (the launcher ended the job: another rank failed or was stopped)",
+                )
+            )
+        except OSError:
+            pass
+    print(f"archbench: rank {state.place.rank} stopped by {name}", file=sys.stderr, flush=True)
+    os._exit(128 + received)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="archbench train", description=__doc__.splitlines()[0])
+    add_train_arguments(parser)
+    return parser
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="one training run (same as python -m archbench.train)",
+        description=__doc__.splitlines()[0],
+    )
+    add_train_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def _configure_tensorflow(config: TrainConfig, place: ProcessPlace):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    threads = threads_per_process(config.threads, place.local_size)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return tf
+
+
+def run(args: argparse.Namespace) -> int:
+    place = detect_place()
+    try:
+        config = config_from_args(args)
+        validate_world(config, place)
+        from archbench.data import check_available
+
+        check_available(config)
+    except UsageError as exc:
+        if place.rank == 0:
+            print(f"archbench train: error: {exc}", file=sys.stderr, flush=True)
+        return UsageError.exit_code
+    if config.run_id is None:
+        config.run_id = new_run_id()  # each rank makes its own; only the chief's is written
+
+    state = RunState(config, place)
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))  # before TensorFlow starts threads
+    threading.Thread(
+        target=_watch_stop_signals, args=(state,), daemon=True, name="stop-signals"
+    ).start()
+    state.env = environment()
+    try:
+        return _train(config, place, state)
+    except UsageError as exc:  # found only once the job was up (e.g. a model that rejects a shape)
+        if place.rank == 0:
+            print(f"archbench train: error: {exc}", file=sys.stderr, flush=True)
+        return UsageError.exit_code
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
+        message = f"{exc}".strip() or type(exc).__name__
+        print(
+            f"archbench: rank {place.rank} failed: {type(exc).__name__}: {message}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if os.environ.get("ARCHBENCH_TRACEBACK"):
+            traceback.print_exc()
+        if state.is_chief:
+            state.write(state.failed_record("failed", type(exc).__name__, message[:2000]))
+        return 1
+
+
+def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
+    tf = _configure_tensorflow(config, place)
+    from archbench.data import load_dataset
+    from archbench.loop import run_training, step_statistics
+    from archbench.models import parameter_stats
+    from archbench.trainers import make_trainer
+
+    data = load_dataset(config)
+    trainer = make_trainer(config, place, data)
+    state.trainer = trainer
+    log = (
+        (lambda line: print(f"[archbench {config.arch}] {line}", flush=True))
+        if trainer.is_chief
+        else (lambda line: None)
+    )
+    trainer.setup()
+    state.model_stats = parameter_stats(trainer.model) if trainer.model is not None else None
+    cluster = state.base_cluster()
+    cluster["hosts"] = trainer.allgather_object(place.hostname)
+    cluster["roles"] = trainer.roles()
+    cluster["link"] = _link_of(cluster["hosts"])
+    state.cluster = cluster
+    if trainer.is_chief:
+        log(
+            f"{config.model} on {data.name}: {cluster['num_workers']} worker(s) on "
+            f"{', '.join(sorted(set(cluster['hosts'])))}, {state.model_stats['params']:,} parameters, "
+            f"launcher {place.launcher}"
+        )
+
+    loop_result = None
+    if trainer.is_worker:
+        loop_result = run_training(config, trainer, data, log=log)
+    else:
+        trainer.serve()
+    norms = trainer.allgather_object(loop_result.param_norm if loop_result else None)
+    extra = trainer.extra_record()
+    trainer.finish()
+    if not trainer.is_chief:
+        return 0
+
+    num_workers = cluster["num_workers"]
+    global_batch = config.batch_size * num_workers
+    timing = {
+        "wall_s": time.time() - state.start_time,
+        "train_s": loop_result.train_s,
+        **step_statistics(loop_result, global_batch),
+        "epochs": loop_result.evaluations,
+    }
+    comm = {**trainer.comm_stats(loop_result.steps), **extra}
+    record_config = config.as_record(place.size, num_workers)
+    record_config["controller"] = extra.get("controller", _default_controller(config))
+    record_config["steps_run"] = loop_result.steps
+    record_config["dataset_source"] = data.source
+    record = {
+        "schema": "archbench.run/1",
+        "run_id": config.run_id,
+        "study": config.study,
+        "status": "ok",
+        "started_at": state.started_at,
+        "finished_at": now_iso(),
+        "config": record_config,
+        "cluster": cluster,
+        "env": {**state.env, "gpu": _gpus(tf)},
+        "model_stats": state.model_stats,
+        "timing": timing,
+        "comm": comm,
+        "result": {
+            "final_loss": loop_result.final_loss,
+            "last_train_loss": loop_result.last_loss,
+            "test_accuracy": loop_result.test_accuracy,
+            "param_norm": loop_result.param_norm,
+            "param_norm_per_rank": norms,
+            "target_accuracy": config.target_accuracy,
+            "time_to_target_s": loop_result.time_to_target_s,
+        },
+        "error": None,
+    }
+    state.write(record)
+    log(
+        f"done: {timing['samples_per_s'] or 0:.0f} samples/s (median step {1000 * (timing['step_s_median'] or 0):.1f} ms), "
+        f"test accuracy {loop_result.test_accuracy:.4f}, param norm {loop_result.param_norm:.6f}"
+        + (f", record appended to {config.out}" if config.out else "")
+    )
+    return 0
+
+
+def _default_controller(config: TrainConfig) -> str | None:
+    return {"p2p": "mpi", "ps": "grpc"}.get(config.arch)
+
+
+def _gpus(tf) -> list[str]:
+    return [device.name for device in tf.config.list_physical_devices("GPU")]
+
+
+def _link_of(hosts: list[str]) -> str | None:
+    try:
+        from archbench.cluster.state import current_link
+    except ImportError:
+        return None
+    try:
+        return current_link(hosts)
+    except Exception:  # noqa: BLE001 - a missing or stale cluster state must not fail a finished run
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""The one interface every architecture implements, and the pieces they share.
+
+An architecture differs only in how gradients and parameters travel. The training loop
+(`archbench.loop`) drives any Trainer the same way:
+
+    trainer.setup()                      # model, optimizer, communication
+    if trainer.is_worker:
+        loss = trainer.train_step(x, y)  # one fused, timed synchronous (or async) step
+        loss, compute_s, exchange_s = trainer.probe_step(x, y)  # the same step in two timed phases
+        trainer.weights()                # current parameters (numpy), for evaluation and the norm
+    else:
+        trainer.serve()                  # e.g. a parameter server: until the workers finish
+    trainer.finish()                     # collective end: gathers per-rank facts, stops servers
+
+`probe_step` must perform exactly the same update as `train_step` (it is a real training step);
+it only splits the time: compute = forward + backward, exchange = moving gradients/parameters
+plus applying the update.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from archbench.config import TrainConfig
+from archbench.data import ArrayDataset
+from archbench.launch import ProcessPlace
+
+
+class Trainer(ABC):
+    arch: str = "?"
+
+    def __init__(self, config: TrainConfig, place: ProcessPlace, data: ArrayDataset):
+        self.config = config
+        self.place = place
+        self.data = data
+        self.model = None
+        self.optimizer = None
+
+    # --- roles -------------------------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self.place.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.place.size
+
+    @property
+    def num_workers(self) -> int:
+        return self.place.size
+
+    @property
+    def worker_index(self) -> int:
+        """This process's slice of each global batch (0..num_workers-1)."""
+        return self.place.rank
+
+    @property
+    def is_worker(self) -> bool:
+        return True
+
+    @property
+    def is_chief(self) -> bool:
+        """The worker that evaluates and writes the run record."""
+        return self.worker_index == 0 and self.is_worker
+
+    def roles(self) -> list[str]:
+        """Role of every rank, in rank order."""
+        return ["chief" if r == 0 else "worker" for r in range(self.world_size)]
+
+    # --- life cycle --------------------------------------------------------------------------
+    @abstractmethod
+    def setup(self) -> None:
+        """Builds the model and optimizer and connects to the other processes."""
+
+    @abstractmethod
+    def train_step(self, x, y) -> float:
+        """One training step; returns this worker's loss on its slice."""
+
+    @abstractmethod
+    def probe_step(self, x, y) -> tuple[float, float, float]:
+        """The same step in two timed phases: (loss, compute_s, exchange_s)."""
+
+    def serve(self) -> None:
+        """Non-worker roles (parameter servers) run here until the workers are done."""
+        raise NotImplementedError
+
+    def weights(self) -> list[np.ndarray]:
+        """The current trainable parameters of this process's model copy."""
+        return [v.numpy() for v in self.model.trainable_variables]
+
+    def eval_model(self):
+        """A Keras model holding the current parameters (the chief evaluates it)."""
+        return self.model
+
+    @abstractmethod
+    def allgather_object(self, value) -> list:
+        """`value` from every rank, in rank order (small Python objects only)."""
+
+    def finish(self) -> None:
+        """Called by every rank after training (collective); releases communication."""
+
+    # --- what the record says about communication --------------------------------------------
+    def comm_stats(self, steps: int) -> dict:
+        """Bytes this worker sent per step and in total, and how they were counted."""
+        return {
+            "bytes_sent_per_step": 0,
+            "bytes_received_per_step": 0,
+            "bytes_total": 0,
+            "bytes_method": "none",
+        }
+
+    def extra_record(self) -> dict:
+        """Architecture-specific record fields (merged into `comm`, e.g. shard plans, staleness)."""
+        return {}
+
+
+class KerasTrainer(Trainer):
+    """A trainer whose workers hold a Keras model and a Keras optimizer in this process.
+
+    Subclasses say how gradients travel by overriding `exchange(grads)` (used inside tf.functions)
+    and, where the fused step differs from compute -> exchange -> apply (Horovod's
+    DistributedGradientTape overlaps allreduce with the backward pass), `_build_fused_step`.
+    """
+
+    def setup(self) -> None:
+        import tensorflow as tf
+
+        from archbench.models import build_model
+
+        self.model = build_model(
+            self.config.model, self.data.input_shape, self.data.num_classes, self.config.seed
+        )
+        self.optimizer = make_optimizer(self.config)
+        self.loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self._compute = tf.function(self._compute_gradients)
+        self._exchange_and_apply = tf.function(self._exchange_apply)
+        self._fused = tf.function(self._build_fused_step())
+
+    def _compute_gradients(self, x, y):
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            logits = self.model(x, training=True)
+            loss = self.loss_fn(y, logits)
+        return loss, tape.gradient(loss, self.model.trainable_variables)
+
+    def exchange(self, grads):
+        """Gradients from this worker -> the gradients to apply (averaged over workers)."""
+        return grads
+
+    def _exchange_apply(self, grads):
+        grads = self.exchange(grads)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+
+    def _build_fused_step(self):
+        def step(x, y):
+            loss, grads = self._compute_gradients(x, y)
+            self._exchange_apply(grads)
+            return loss
+
+        return step
+
+    def train_step(self, x, y) -> float:
+        return float(self._fused(x, y))
+
+    def probe_step(self, x, y) -> tuple[float, float, float]:
+        start = time.perf_counter()
+        loss, grads = self._compute(x, y)
+        loss = float(loss)  # the phase is done only when its results exist
+        computed = time.perf_counter()
+        self._exchange_and_apply(grads)
+        self.model.trainable_variables[0].numpy()  # waits for the update
+        done = time.perf_counter()
+        return loss, computed - start, done - computed
+
+
+def make_optimizer(config: TrainConfig):
+    import tensorflow as tf
+
+    if config.optimizer == "sgd":
+        return tf.keras.optimizers.SGD(learning_rate=config.lr, momentum=config.momentum)
+    raise ValueError(f"unknown optimizer {config.optimizer!r}")
