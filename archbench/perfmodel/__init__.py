@@ -1,0 +1,1 @@
+"""Analytical performance model of PS / P2P / ring training, its calibration and its uses."""

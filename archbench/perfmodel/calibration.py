@@ -1,0 +1,168 @@
+"""Machine constants of the model: alpha and beta within a host and between hosts, and the
+compute time of each model per batch, read from `archbench microbench` records."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from archbench.errors import UsageError
+from archbench.perfmodel.formulas import LinkCost
+
+# Used only when nothing was measured: a loopback TCP path of a few GB/s and tens of
+# microseconds per message, and a switched Ethernet hop of ~50 us. The README says so and
+# `archbench microbench` replaces them.
+DEFAULT_INTRA = LinkCost(alpha_s=30e-6, beta_s_per_byte=1 / 2e9)
+DEFAULT_INTER_ALPHA_S = 60e-6
+
+
+@dataclass(frozen=True)
+class ComputeLine:
+    """Forward+backward time of one worker alone: seconds = fixed_s + per_sample_s * batch."""
+
+    fixed_s: float
+    per_sample_s: float
+
+    def seconds(self, batch_size: int) -> float:
+        return self.fixed_s + self.per_sample_s * batch_size
+
+
+@dataclass
+class Calibration:
+    intra: LinkCost = DEFAULT_INTRA
+    inter: LinkCost | None = None  # measured between hosts; None: alpha default, beta from link
+    compute: dict[str, ComputeLine] = field(default_factory=dict)
+    source: str = "defaults"
+
+    def inter_for(self, bandwidth_bits: float | None) -> LinkCost:
+        """The between-host path at a given shaped bandwidth (None: unshaped, measured or
+        loopback-like)."""
+        alpha = self.inter.alpha_s if self.inter else DEFAULT_INTER_ALPHA_S
+        if bandwidth_bits is None:
+            beta = self.inter.beta_s_per_byte if self.inter else self.intra.beta_s_per_byte
+        else:
+            beta = 8.0 / bandwidth_bits
+            if self.inter:
+                # A shaped link cannot be faster than the measured path it shapes.
+                beta = max(beta, self.inter.beta_s_per_byte)
+        return LinkCost(alpha_s=alpha, beta_s_per_byte=beta)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "intra": asdict(self.intra),
+            "inter": asdict(self.inter) if self.inter else None,
+            "compute": {name: asdict(line) for name, line in self.compute.items()},
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Calibration:
+        return cls(
+            intra=LinkCost(**data["intra"]),
+            inter=LinkCost(**data["inter"]) if data.get("inter") else None,
+            compute={k: ComputeLine(**v) for k, v in (data.get("compute") or {}).items()},
+            source=data.get("source", "json"),
+        )
+
+
+def fit_alpha_beta(sizes_bytes: Sequence[float], seconds: Sequence[float]) -> LinkCost:
+    """Least-squares line t = alpha + n * beta through one-way message times (Hockney).
+
+    Weighted by 1/t so that small messages (which fix alpha) count as much as large ones
+    (which fix beta); both kept non-negative.
+    """
+    n = np.asarray(sizes_bytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if n.size < 2 or np.unique(n).size < 2:
+        raise ValueError("need at least two distinct message sizes to fit alpha and beta")
+    weights = 1.0 / np.maximum(t, 1e-12)
+    design = np.stack([np.ones_like(n), n], axis=1) * weights[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, t * weights, rcond=None)
+    return LinkCost(alpha_s=max(float(alpha), 0.0), beta_s_per_byte=max(float(beta), 1e-15))
+
+
+def fit_compute_line(batch_sizes: Sequence[int], seconds: Sequence[float]) -> ComputeLine:
+    """Line through per-step compute times; with one batch size, all of it is per-sample."""
+    b = np.asarray(batch_sizes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if b.size == 0:
+        raise ValueError("no compute measurements")
+    if np.unique(b).size < 2:
+        return ComputeLine(fixed_s=0.0, per_sample_s=float(np.median(t / b)))
+    slope, intercept = np.polyfit(b, t, 1)
+    if intercept < 0:  # keep the line physical: no negative fixed cost
+        return ComputeLine(fixed_s=0.0, per_sample_s=float(np.sum(b * t) / np.sum(b * b)))
+    if slope < 0:
+        return ComputeLine(fixed_s=float(np.mean(t)), per_sample_s=0.0)
+    return ComputeLine(fixed_s=float(intercept), per_sample_s=float(slope))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every JSON object in a .jsonl file, skipping blank and torn lines."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn last line of an interrupted writer
+    return rows
+
+
+def calibration_from_records(records: Iterable[dict[str, Any]], source: str) -> Calibration:
+    """Build a Calibration from microbench records (kind == 'microbench')."""
+    pt2pt: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    compute: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for rec in records:
+        if rec.get("kind") != "microbench":
+            continue
+        bench = rec.get("bench")
+        if bench == "pt2pt" and rec.get("one_way_s"):
+            pt2pt[rec.get("scope", "intra")].append((rec["size_bytes"], rec["one_way_s"]))
+        elif bench == "compute" and rec.get("compute_s_median"):
+            compute[rec["model"]].append((int(rec["batch_size"]), rec["compute_s_median"]))
+    calib = Calibration(source=source)
+    if len(pt2pt.get("intra", [])) >= 2:
+        sizes, times = zip(*pt2pt["intra"], strict=True)
+        calib.intra = fit_alpha_beta(sizes, times)
+    if len(pt2pt.get("inter", [])) >= 2:
+        sizes, times = zip(*pt2pt["inter"], strict=True)
+        calib.inter = fit_alpha_beta(sizes, times)
+    for model, rows in compute.items():
+        batches, times = zip(*rows, strict=True)
+        calib.compute[model] = fit_compute_line(batches, times)
+    return calib
+
+
+def load_calibration(path: str | Path | None) -> Calibration:
+    """Calibration from a microbench results.jsonl (or a saved calibration .json); defaults
+    when path is None."""
+    if path is None:
+        return Calibration()
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"calibration file {path} does not exist (run `archbench microbench`)")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"calibration file {path} is not valid JSON: {exc}") from None
+        return Calibration.from_json(data.get("calibration", data))
+    records = read_jsonl(path)
+    if not any(r.get("kind") == "microbench" for r in records):
+        raise UsageError(f"{path} holds no microbench records")
+    return calibration_from_records(records, source=str(path))
+
+
+def is_finite_positive(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0

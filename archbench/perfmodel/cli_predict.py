@@ -1,0 +1,158 @@
+"""`archbench predict`: the model's step time of one configuration, split into compute and
+communication, and the samples per second it implies."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from archbench.errors import UsageError
+from archbench.perfmodel.calibration import ComputeLine
+from archbench.perfmodel.fitfile import model_inputs
+from archbench.perfmodel.modelinfo import input_spec, variable_bytes
+from archbench.perfmodel.predictor import ARCHS, StepConfig, default_placement, predict_step
+from archbench.perfmodel.units import format_bandwidth, parse_bandwidth
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "predict",
+        help="predicted step time (compute / communication) and samples/s of a configuration",
+        description=__doc__,
+    )
+    add = parser.add_argument
+    add("--arch", required=True, choices=ARCHS)
+    add("--workers", type=int, default=1, help="worker processes (default 1)")
+    add("--num-ps", type=int, default=1, help="PS tasks (ps only, default 1)")
+    add(
+        "--placement",
+        default="dedicated",
+        choices=("dedicated", "colocated"),
+        help="PS on hosts of their own, or beside workers (default dedicated)",
+    )
+    add(
+        "--hosts",
+        type=int,
+        default=None,
+        help="number of hosts (default: one per rank); ranks are dealt round-robin over them",
+    )
+    add("--model", required=True)
+    add("--dataset", default="fashion_mnist", help="decides the model's input shape")
+    add("--batch-size", type=int, required=True, help="per worker")
+    add(
+        "--bandwidth",
+        default=None,
+        help="link between hosts, e.g. 200mbit, 1gbit, 10gbit/s (default: the calibrated path)",
+    )
+    sync = parser.add_mutually_exclusive_group()
+    sync.add_argument("--sync", dest="sync", action="store_true", default=True)
+    sync.add_argument("--async", dest="sync", action="store_false")
+    add("--ps-sharding", default="round-robin", choices=("round-robin", "balanced"))
+    add("--p2p-schedule", default="staggered", choices=("naive", "staggered"))
+    add("--fusion-threshold-mb", type=float, default=64.0)
+    add("--compression", default="none", choices=("none", "fp16"))
+    add(
+        "--shared-cpu",
+        action="store_true",
+        help="all ranks share one machine's cores (an emulated cluster)",
+    )
+    add(
+        "--param-bytes",
+        type=float,
+        default=None,
+        help="gradient bytes per step (default: counted from the model)",
+    )
+    add(
+        "--compute-ms",
+        type=float,
+        default=None,
+        help="per-step compute time of one worker alone (default: calibrated or fitted)",
+    )
+    add("--calibration", default=None, help="microbench results.jsonl (alpha, beta, compute)")
+    add("--fit", default=None, help="perfmodel_fit.json from `archbench model fit`")
+    add("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.set_defaults(func=run)
+
+
+def build_config(args: argparse.Namespace) -> StepConfig:
+    if args.batch_size < 1:
+        raise UsageError("--batch-size must be at least 1")
+    placement = default_placement(args.arch, args.workers, args.num_ps, args.placement, args.hosts)
+    bandwidth = parse_bandwidth(args.bandwidth) if args.bandwidth else None
+    sizes = None
+    if args.param_bytes is not None:
+        if args.param_bytes <= 0:
+            raise UsageError("--param-bytes must be positive")
+        param_bytes = float(args.param_bytes)
+    else:
+        from archbench.models import check_model_name
+
+        check_model_name(args.model, args.dataset)
+        shape, classes = input_spec({"dataset": args.dataset})
+        sizes = variable_bytes(args.model, shape, classes)
+        param_bytes = float(sum(sizes))
+    return StepConfig(
+        arch=args.arch,
+        model=args.model,
+        batch_size=args.batch_size,
+        param_bytes=param_bytes,
+        placement=placement,
+        bandwidth_bits=bandwidth,
+        sync=args.sync,
+        ps_sharding=args.ps_sharding,
+        variable_bytes=sizes,
+        fusion_threshold_mb=args.fusion_threshold_mb,
+        compression=args.compression,
+        p2p_schedule=args.p2p_schedule,
+        cpu_sharing_ranks=len(placement.hosts) if args.shared_cpu else 1,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    params, calib = model_inputs(args.fit, args.calibration)
+    if args.compute_ms is not None:
+        if args.compute_ms < 0:
+            raise UsageError("--compute-ms must be >= 0")
+        params.compute[args.model] = ComputeLine(fixed_s=args.compute_ms / 1e3, per_sample_s=0.0)
+    config = build_config(args)
+    prediction = predict_step(config, params, calib)
+    if args.json:
+        out = {
+            "config": {
+                "arch": config.arch,
+                "model": config.model,
+                "workers": config.num_workers,
+                "num_ps": config.num_ps,
+                "batch_size": config.batch_size,
+                "param_bytes": config.param_bytes,
+                "bandwidth_bits": config.bandwidth_bits,
+                "sync": config.sync,
+                "hosts": list(config.placement.hosts),
+                "roles": list(config.placement.roles),
+            },
+            "prediction": prediction.to_json(),
+            "calibration": calib.source,
+        }
+        json.dump(out, sys.stdout, indent=2)
+        print()
+        return 0
+    print(
+        f"{config.arch} {config.model}: {config.num_workers} workers"
+        + (
+            f", {config.num_ps} PS ({args.placement}, {'sync' if config.sync else 'async'})"
+            if config.arch == "ps"
+            else ""
+        )
+        + f", batch {config.batch_size}/worker, link {format_bandwidth(config.bandwidth_bits)},"
+        f" gradients {config.param_bytes / 1e6:.3f} MB"
+    )
+    print(f"  compute          {prediction.compute_s * 1e3:10.3f} ms")
+    print(
+        f"  communication    {prediction.comm_s * 1e3:10.3f} ms"
+        f"  (exposed {prediction.exposed_comm_s * 1e3:.3f} ms)"
+    )
+    print(f"  step             {prediction.step_s * 1e3:10.3f} ms")
+    print(f"  throughput       {prediction.samples_per_s:10.1f} samples/s")
+    print(f"  (calibration: {calib.source}; parameters: {args.fit or 'defaults'})")
+    return 0

@@ -1,0 +1,349 @@
+"""The analytical cost model: pure functions of sizes, counts, latencies and bandwidths.
+
+Units everywhere: bytes, seconds, seconds per byte (beta = 1 / bandwidth in bytes/s).
+
+Every term names its source; the README in this folder derives them in prose.
+
+- alpha-beta (Hockney) model of one message of n bytes: alpha + n*beta.
+  R. Hockney, "The communication challenge for MPP: Intel Paragon and Meiko CS-2",
+  Parallel Computing 20(3), 1994.
+- Ring allreduce = reduce-scatter + allgather, each W-1 steps of M/W bytes:
+  2(W-1)*alpha + 2(W-1)/W*M*beta + (W-1)/W*M*gamma (gamma: per-byte reduction cost).
+  R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of Collective Communication Operations in
+  MPICH", IJHPCA 19(1), 2005, section 4; P. Patarasuk, X. Yuan, "Bandwidth optimal all-reduce
+  algorithms for clusters of workstations", JPDC 69(2), 2009 (the bandwidth term is optimal).
+- Bus bandwidth of an allreduce: busbw = algbw * 2(n-1)/n (NVIDIA nccl-tests, doc/PERFORMANCE.md),
+  so that busbw is comparable with the link bandwidth whatever n is.
+- Parameter server: every worker pushes its M-byte gradient and pulls M bytes of fresh
+  parameters per step, so one server's link carries W*M in and W*M out; with K servers the
+  server holding the largest shard is the bottleneck (M. Li et al., "Scaling Distributed Machine
+  Learning with the Parameter Server", OSDI 2014; the 2*W*M link load is the analysis of
+  A. Sergeev, M. Del Balso, "Horovod: fast and easy distributed deep learning in TensorFlow",
+  arXiv:1802.05799, 2018, section 2). A worker placed on the server's host talks over loopback
+  and adds nothing to the server's link.
+- Asynchronous training is bounded by its busiest resource: throughput <= 1 / D_max where D_max is
+  the service demand per step at the bottleneck (utilisation law; E. Lazowska et al.,
+  "Quantitative System Performance", Prentice-Hall 1984, ch. 5).
+- Overlap of communication with the backward pass (wait-free backpropagation): only the part of
+  communication not hidden behind compute adds to the step (H. Zhang et al., "Poseidon", USENIX
+  ATC 2017; Sergeev & Del Balso 2018 on tensor fusion).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+WORKER = "worker"
+PS = "ps"
+
+
+@dataclass(frozen=True)
+class LinkCost:
+    """Latency and inverse bandwidth of one path (a link between hosts, or loopback)."""
+
+    alpha_s: float
+    beta_s_per_byte: float
+
+    def message_s(self, nbytes: float) -> float:
+        """Hockney: one message of nbytes costs alpha + n * beta."""
+        return self.alpha_s + nbytes * self.beta_s_per_byte
+
+
+@dataclass(frozen=True)
+class Network:
+    """Costs between hosts (the shaped link) and within a host (loopback / shared memory)."""
+
+    inter: LinkCost
+    intra: LinkCost
+
+    def beta_between(self, host_a: str, host_b: str) -> float:
+        return self.intra.beta_s_per_byte if host_a == host_b else self.inter.beta_s_per_byte
+
+
+def beta_from_bandwidth(bits_per_s: float) -> float:
+    """Seconds per byte of a link of the given bit rate."""
+    if bits_per_s <= 0:
+        raise ValueError(f"bandwidth must be positive, got {bits_per_s}")
+    return 8.0 / bits_per_s
+
+
+# ---------------------------------------------------------------------------------------------
+# Closed forms (one rank per host): the textbook expressions, also used to check the
+# placement-aware versions below.
+
+
+def ring_allreduce_s(
+    message_bytes: float,
+    workers: int,
+    alpha_s: float,
+    beta_s_per_byte: float,
+    gamma_s_per_byte: float = 0.0,
+    buffers: int = 1,
+) -> float:
+    """Ring allreduce time, Thakur et al. 2005: 2(W-1)a*buffers + 2(W-1)/W*M*b + (W-1)/W*M*g.
+
+    `buffers` is the number of separate allreduce calls (Horovod tensor fusion packs the
+    gradients into ceil(M / fusion threshold) buffers); each pays the latency term.
+    """
+    if workers <= 1:
+        return 0.0
+    w = workers
+    return (
+        2 * (w - 1) * alpha_s * buffers
+        + 2 * (w - 1) / w * message_bytes * beta_s_per_byte
+        + (w - 1) / w * message_bytes * gamma_s_per_byte
+    )
+
+
+def p2p_exchange_s(
+    message_bytes: float,
+    workers: int,
+    alpha_s: float,
+    beta_s_per_byte: float,
+    contention: float = 1.0,
+    gamma_s_per_byte: float = 0.0,
+) -> float:
+    """Sharded exchange: gradient shards to their owners, fresh shards back to every peer.
+
+    Each node sends and receives 2(W-1)/W*M bytes in 2(W-1) messages; the owner sums W-1
+    incoming shards of M/W bytes. `contention` >= 1 stretches the bandwidth term when several
+    senders hit one receiver at once (incast under a naive schedule).
+    """
+    if workers <= 1:
+        return 0.0
+    w = workers
+    return (
+        2 * (w - 1) * alpha_s
+        + contention * 2 * (w - 1) / w * message_bytes * beta_s_per_byte
+        + (w - 1) / w * message_bytes * gamma_s_per_byte
+    )
+
+
+def ps_single_server_s(
+    message_bytes: float,
+    remote_workers: int,
+    alpha_s: float,
+    beta_s_per_byte: float,
+    gamma_s_per_byte: float = 0.0,
+    workers: int | None = None,
+) -> float:
+    """One synchronous PS: push W*M into the server, then pull W*M out: 2*W*M*beta.
+
+    Only `remote_workers` (those not on the server's host) load its link; the server applies
+    all `workers` gradients (gamma per byte). One push and one pull round trip: 2*alpha.
+    """
+    applied = remote_workers if workers is None else workers
+    return (
+        2 * alpha_s
+        + 2 * remote_workers * message_bytes * beta_s_per_byte
+        + applied * message_bytes * gamma_s_per_byte
+    )
+
+
+def allreduce_bus_bandwidth(algbw_bytes_per_s: float, ranks: int) -> float:
+    """nccl-tests bus bandwidth: algbw * 2(n-1)/n (the per-link load of a ring allreduce)."""
+    if ranks <= 1:
+        return algbw_bytes_per_s
+    return algbw_bytes_per_s * 2 * (ranks - 1) / ranks
+
+
+def exposed_comm_s(comm_s: float, compute_s: float, overlap: float) -> float:
+    """Communication left on the critical path when a fraction `overlap` of it can hide
+    behind compute (never more than the compute itself)."""
+    overlap = min(max(overlap, 0.0), 1.0)
+    return comm_s - overlap * min(comm_s, compute_s)
+
+
+def async_step_s(compute_s: float, own_comm_s: float, bottleneck_s: float) -> float:
+    """Asynchronous worker: its own compute + round trip, unless the shared bottleneck (the
+    busiest server link carrying every worker's traffic for one step each) is slower."""
+    return max(compute_s + own_comm_s, bottleneck_s)
+
+
+def fusion_buffers(message_bytes: float, fusion_threshold_bytes: float | None) -> int:
+    """Number of fused allreduce buffers Horovod issues for M bytes of gradients."""
+    if not fusion_threshold_bytes or fusion_threshold_bytes <= 0:
+        return 1
+    return max(1, math.ceil(message_bytes / fusion_threshold_bytes))
+
+
+# ---------------------------------------------------------------------------------------------
+# Shard plans of variables over parameter servers.
+
+
+def shard_plan(variable_bytes: Sequence[float], num_ps: int, strategy: str) -> list[float]:
+    """Bytes held by each PS.
+
+    round-robin: variable i goes to PS i mod K (tf.compat.v1.train.replica_device_setter's
+    default). balanced: each variable, in creation order, goes to the least-loaded PS
+    (GreedyLoadBalancingStrategy with byte_size_load_fn).
+    """
+    if num_ps < 1:
+        raise ValueError(f"num_ps must be >= 1, got {num_ps}")
+    loads = [0.0] * num_ps
+    for index, size in enumerate(variable_bytes):
+        if strategy == "round-robin":
+            target = index % num_ps
+        elif strategy == "balanced":
+            target = min(range(num_ps), key=lambda k: (loads[k], k))
+        else:
+            raise ValueError(f"unknown PS sharding strategy {strategy!r}")
+        loads[target] += size
+    return loads
+
+
+# ---------------------------------------------------------------------------------------------
+# Placement-aware traffic: which host runs which rank decides which link carries the bytes.
+# With one rank per host these reduce to the closed forms above (checked in the tests).
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Host and role of every rank."""
+
+    hosts: tuple[str, ...]
+    roles: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.hosts) != len(self.roles):
+            raise ValueError("hosts and roles must have one entry per rank")
+
+    @property
+    def worker_hosts(self) -> list[str]:
+        return [h for h, r in zip(self.hosts, self.roles, strict=True) if r != PS]
+
+    @property
+    def ps_hosts(self) -> list[str]:
+        return [h for h, r in zip(self.hosts, self.roles, strict=True) if r == PS]
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.worker_hosts)
+
+    def ranks_per_host(self, role: str | None = None) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for host, rank_role in zip(self.hosts, self.roles, strict=True):
+            if role is None or (rank_role == PS) == (role == PS):
+                counts[host] += 1
+        return dict(counts)
+
+
+def phase_s(flows: Sequence[tuple[str, str, float]], network: Network) -> float:
+    """Time of one communication phase in which all `flows` (src host, dst host, bytes) run
+    at once: every host link is full duplex, so the phase lasts as long as the busiest
+    direction of the busiest link; flows within a host go over loopback concurrently."""
+    egress: dict[str, float] = defaultdict(float)
+    ingress: dict[str, float] = defaultdict(float)
+    loopback: dict[str, float] = defaultdict(float)
+    for src, dst, nbytes in flows:
+        if src == dst:
+            loopback[src] += nbytes
+        else:
+            egress[src] += nbytes
+            ingress[dst] += nbytes
+    inter = max([*egress.values(), *ingress.values(), 0.0]) * network.inter.beta_s_per_byte
+    intra = max([*loopback.values(), 0.0]) * network.intra.beta_s_per_byte
+    return max(inter, intra)
+
+
+def _crosses_hosts(hosts: Sequence[str]) -> bool:
+    return len(set(hosts)) > 1
+
+
+def ring_allreduce_placed_s(
+    message_bytes: float,
+    worker_hosts: Sequence[str],
+    network: Network,
+    gamma_s_per_byte: float = 0.0,
+    buffers: int = 1,
+) -> float:
+    """Ring allreduce over workers in rank order: 2(W-1) lock-step transfers of M/W bytes on
+    every ring edge, each lasting as long as the most loaded link (a host with several
+    ring edges leaving it shares its link between them)."""
+    w = len(worker_hosts)
+    if w <= 1:
+        return 0.0
+    chunk = message_bytes / w
+    ring_edges = [(worker_hosts[i], worker_hosts[(i + 1) % w], chunk) for i in range(w)]
+    step_s = phase_s(ring_edges, network)
+    alpha = network.inter.alpha_s if _crosses_hosts(worker_hosts) else network.intra.alpha_s
+    return 2 * (w - 1) * (alpha * buffers + step_s) + (w - 1) / w * message_bytes * gamma_s_per_byte
+
+
+def p2p_exchange_placed_s(
+    message_bytes: float,
+    worker_hosts: Sequence[str],
+    network: Network,
+    contention: float = 1.0,
+    gamma_s_per_byte: float = 0.0,
+) -> float:
+    """Sharded exchange with placement: phase 1 every worker sends M/W to each owner, phase 2
+    every owner sends its M/W shard to each peer; each phase is bounded by the busiest link."""
+    w = len(worker_hosts)
+    if w <= 1:
+        return 0.0
+    shard = message_bytes / w
+    flows = [
+        (worker_hosts[i], worker_hosts[j], shard) for i in range(w) for j in range(w) if i != j
+    ]
+    one_phase = phase_s(flows, network)
+    alpha = network.inter.alpha_s if _crosses_hosts(worker_hosts) else network.intra.alpha_s
+    return (
+        2 * (w - 1) * alpha
+        + contention * 2 * one_phase
+        + (w - 1) / w * message_bytes * gamma_s_per_byte
+    )
+
+
+@dataclass(frozen=True)
+class PsComm:
+    """Communication of one PS training step."""
+
+    sync_comm_s: float  # every worker pushes then pulls, all at once (the synchronous step)
+    own_comm_s: float  # one worker alone: its push and pull, nobody else on the links
+    bottleneck_s: float  # busiest link (or server) carrying one step of every worker
+
+
+def ps_placed(
+    message_bytes_per_ps: Sequence[float],
+    placement: Placement,
+    network: Network,
+    gamma_s_per_byte: float = 0.0,
+) -> PsComm:
+    """Push phase: worker w sends shard k to PS k; pull phase: PS k sends shard k back.
+
+    PS tasks are matched to the PS ranks in rank order; the plan gives the bytes on each.
+    gamma charges the server for applying each worker's gradient (W * S_k bytes on PS k).
+    """
+    ps_hosts = placement.ps_hosts
+    worker_hosts = placement.worker_hosts
+    if len(ps_hosts) != len(message_bytes_per_ps):
+        raise ValueError("one shard size per PS rank is needed")
+    if not worker_hosts:
+        raise ValueError("a PS placement needs at least one worker")
+    push = [
+        (w, p, s) for w in worker_hosts for p, s in zip(ps_hosts, message_bytes_per_ps, strict=True)
+    ]
+    pull = [(p, w, s) for (w, p, s) in push]
+    remote_alpha = (
+        network.inter.alpha_s
+        if any(w != p for w in worker_hosts for p in ps_hosts)
+        else network.intra.alpha_s
+    )
+    apply_s = max(message_bytes_per_ps) * len(worker_hosts) * gamma_s_per_byte
+    sync_comm = 2 * remote_alpha + phase_s(push, network) + phase_s(pull, network) + apply_s
+    # One worker alone: the first worker's traffic only (all workers are alike up to placement;
+    # take the slowest of them).
+    own = 0.0
+    for w in sorted(set(worker_hosts)):
+        mine = [(w, p, s) for p, s in zip(ps_hosts, message_bytes_per_ps, strict=True)]
+        back = [(p, w, s) for (w, p, s) in mine]
+        own = max(own, phase_s(mine, network) + phase_s(back, network))
+    own += 2 * remote_alpha + max(message_bytes_per_ps) * gamma_s_per_byte
+    # The bottleneck demand of one step of every worker equals the sync exchange minus its
+    # per-step latency (latency does not occupy the link).
+    bottleneck = sync_comm - 2 * remote_alpha
+    return PsComm(sync_comm_s=sync_comm, own_comm_s=own, bottleneck_s=bottleneck)

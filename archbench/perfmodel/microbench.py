@@ -1,0 +1,388 @@
+"""`archbench microbench`: what the performance model needs to know about this cluster.
+
+Measured, each as records of kind `microbench` appended to --out and a table on stdout:
+- point-to-point ping-pong between two ranks on one host (intra) and on two hosts (inter),
+  over an OSU-style size ladder, with alpha and beta fitted to it;
+- MPI_Allreduce and Horovod allreduce over every host (algorithm and bus bandwidth,
+  busbw = algbw * 2(n-1)/n);
+- push (assign) and pull (read) through one TensorFlow gRPC parameter server;
+- forward+backward time of each model at each batch size on one worker.
+
+The measuring ranks are started here with mpirun on the given hosts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from archbench.errors import RunFailed, UsageError
+from archbench.perfmodel.calibration import calibration_from_records
+
+SCHEMA = "archbench.microbench/1"
+BENCHES = ("pt2pt", "allreduce", "horovod", "ps", "compute")
+DEFAULT_SIZES = "8,64,512,4K,32K,256K,1M,4M"
+DEFAULT_OUT = "runs/microbench/results.jsonl"
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)i?b?\s*$", re.I)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "microbench",
+        help="measure alpha/beta, allreduce, PS push/pull and compute time",
+        description=__doc__.split("\n\n")[0],
+    )
+    add = parser.add_argument
+    hosts = parser.add_mutually_exclusive_group()
+    hosts.add_argument("--hostfile", default=None, help="Open MPI hostfile (host slots=N)")
+    hosts.add_argument("-H", "--hosts", default=None, help="host list, e.g. node1,node2 or node1:2")
+    add(
+        "--sizes",
+        default=DEFAULT_SIZES,
+        help=f"message sizes in bytes, K/M/G binary suffixes (default {DEFAULT_SIZES})",
+    )
+    add(
+        "--benches",
+        default=",".join(BENCHES),
+        help=f"which measurements, comma separated (default all: {','.join(BENCHES)})",
+    )
+    add("--models", default="mlp,wide_mlp", help="models for the compute measurement")
+    add("--batch-sizes", default="32,64,128", help="per-worker batch sizes for compute")
+    add("--dataset", default="fashion_mnist")
+    add("--compute-steps", type=int, default=20, help="timed steps per model and batch size")
+    add(
+        "--seconds-per-size",
+        type=float,
+        default=0.3,
+        help="time spent per message size (sets the iteration count)",
+    )
+    add("--timeout", type=float, default=600.0, help="seconds each measuring job may take")
+    add("--out", default=DEFAULT_OUT, help=f"results file (default {DEFAULT_OUT})")
+    parser.set_defaults(func=run)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def parse_sizes(text: str) -> list[int]:
+    """'8,1K,4M' -> [8, 1024, 4194304] (binary multiples, as the OSU benchmarks print them)."""
+    sizes = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        match = _SIZE.match(part)
+        if not match:
+            raise UsageError(f"cannot read message size {part.strip()!r} (examples: 8, 64K, 4M)")
+        scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[match.group(2).lower()]
+        value = int(match.group(1)) * scale
+        if value < 1:
+            raise UsageError(f"message sizes must be at least 1 byte, got {part.strip()!r}")
+        sizes.append(value)
+    if not sizes:
+        raise UsageError("--sizes names no size")
+    return sorted(set(sizes))
+
+
+def parse_host_list(text: str) -> list[tuple[str, int]]:
+    """'node1,node2:2' -> [(node1, 1), (node2, 2)] (mpirun -H syntax)."""
+    hosts = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, _, slots = part.partition(":")
+        if not name or (slots and (not slots.isdigit() or int(slots) < 1)):
+            raise UsageError(f"cannot read host {part!r} (expected NAME or NAME:SLOTS)")
+        hosts.append((name, int(slots) if slots else 1))
+    if not hosts:
+        raise UsageError("-H names no host")
+    return hosts
+
+
+def resolve_hosts(args: argparse.Namespace) -> list[tuple[str, int]]:
+    if args.hostfile:
+        from archbench.sweep.commands import read_hostfile
+
+        return read_hostfile(args.hostfile)
+    if args.hosts:
+        return parse_host_list(args.hosts)
+    return [("localhost", max(os.cpu_count() or 2, 2))]
+
+
+def _positive_ints(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(
+            f"{flag} must be a comma-separated list of integers, got {text!r}"
+        ) from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{flag} must list positive integers, got {text!r}")
+    return values
+
+
+# --------------------------------------------------------------------------- launching
+
+
+def _mpi_env() -> dict[str, str]:
+    from archbench.sweep.commands import root_mpi_env
+
+    env = dict(os.environ)
+    env.update(root_mpi_env())
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def mpirun_argv(hosts: list[tuple[str, int]], python: str, program: list[str]) -> list[str]:
+    """mpirun over exactly these (host, ranks) blocks, ranks in order, no core binding."""
+    spec = ",".join(f"{host}:{ranks}" for host, ranks in hosts)
+    world = sum(ranks for _, ranks in hosts)
+    return [
+        "mpirun", "-np", str(world), "-H", spec, "--map-by", "slot", "--bind-to", "none",
+        "--oversubscribe", "-x", "PYTHONPATH", "-x", "TF_CPP_MIN_LOG_LEVEL",
+        python, "-m", "archbench.perfmodel.mb_ranks", *program,
+    ]  # fmt: skip
+
+
+def run_job(argv: list[str], result_file: Path, timeout_s: float) -> list[dict[str, Any]]:
+    """Run one measuring job in its own process group; kill the whole group on timeout or
+    interrupt so no rank is left behind."""
+    env = _mpi_env()
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")) if p
+    )
+    process = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise RunFailed(f"`{' '.join(argv[:6])} ...` took longer than {timeout_s:g}s") from None
+    except BaseException:
+        _kill_group(process)
+        raise
+    if process.returncode != 0 or not result_file.is_file():
+        tail = "\n".join(output.strip().splitlines()[-8:])
+        raise RunFailed(f"`{' '.join(argv)}` failed (status {process.returncode}):\n{tail}")
+    return json.loads(result_file.read_text(encoding="utf-8"))
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=5)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def plan_jobs(
+    hosts: list[tuple[str, int]], benches: set[str], sizes: list[int], args: argparse.Namespace
+) -> list[tuple[str, str, list[tuple[str, int]], list[str]]]:
+    """(bench, scope, host blocks, program args) of each measuring job."""
+    common = [
+        "--sizes",
+        ",".join(map(str, sizes)),
+        "--seconds-per-size",
+        str(args.seconds_per_size),
+    ]
+    first = hosts[0][0]
+    intra = [(first, 2)]
+    inter = [(name, 1) for name, _ in hosts] if len(hosts) > 1 else None
+    jobs = []
+    if benches & {"pt2pt", "allreduce"}:
+        jobs.append(("mpi", "intra", intra, ["mpi", *common]))
+        if inter:
+            jobs.append(("mpi", "inter", inter, ["mpi", *common]))
+    if "horovod" in benches:
+        jobs.append(
+            ("horovod", "inter" if inter else "intra", inter or intra, ["horovod", *common])
+        )
+    if "ps" in benches:
+        jobs.append(("ps", "intra", intra, ["ps", *common, "--hosts", f"{first},{first}"]))
+        if inter:
+            pair = [inter[0], inter[1]]
+            jobs.append(
+                ("ps", "inter", pair, ["ps", *common, "--hosts", f"{pair[0][0]},{pair[1][0]}"])
+            )
+    if "compute" in benches:
+        jobs.append(
+            (
+                "compute",
+                "single",
+                [(first, 1)],
+                [
+                    "compute",
+                    "--models",
+                    args.models,
+                    "--batch-sizes",
+                    args.batch_sizes,
+                    "--dataset",
+                    args.dataset,
+                    "--steps",
+                    str(args.compute_steps),
+                ],
+            )
+        )
+    return jobs
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _human_bytes(n: float) -> str:
+    for unit, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if n >= scale:
+            return f"{n / scale:g}{unit}"
+    return f"{n:g}"
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["bench"], row.get("scope", "")), []).append(row)
+    for (bench, scope), members in groups.items():
+        hosts = members[0].get("hosts")
+        print(f"\n{bench} ({scope}; ranks on {','.join(hosts) if hosts else '?'})")
+        if bench == "pt2pt":
+            print(f"{'size':>8} {'one-way us':>12} {'MB/s':>10} {'iters':>6}")
+            for r in members:
+                print(
+                    f"{_human_bytes(r['size_bytes']):>8} {r['one_way_s'] * 1e6:12.1f} "
+                    f"{r['bandwidth_Bps'] / 1e6:10.1f} {r['iterations']:6d}"
+                )
+        elif bench.startswith("allreduce"):
+            print(f"{'size':>8} {'time us':>12} {'algbw MB/s':>11} {'busbw MB/s':>11} {'ranks':>6}")
+            for r in members:
+                print(
+                    f"{_human_bytes(r['size_bytes']):>8} {r['time_s'] * 1e6:12.1f} "
+                    f"{r['algbw_Bps'] / 1e6:11.1f} {r['busbw_Bps'] / 1e6:11.1f} {r['ranks']:6d}"
+                )
+        elif bench.startswith("ps_"):
+            print(f"{'size':>8} {'time us':>12} {'MB/s':>10}")
+            for r in members:
+                print(
+                    f"{_human_bytes(r['size_bytes']):>8} {r['time_s'] * 1e6:12.1f} "
+                    f"{r['bandwidth_Bps'] / 1e6:10.1f}"
+                )
+        elif bench == "compute":
+            print(f"{'model':>10} {'batch':>6} {'compute ms':>11} {'apply ms':>9} {'step ms':>9}")
+            for r in members:
+                print(
+                    f"{r['model']:>10} {r['batch_size']:6d} {r['compute_s_median'] * 1e3:11.2f} "
+                    f"{r['apply_s_median'] * 1e3:9.2f} {r['step_s_median'] * 1e3:9.2f}"
+                )
+        elif bench == "alpha_beta":
+            for r in members:
+                print(
+                    f"  alpha {r['alpha_s'] * 1e6:.1f} us, beta {r['beta_s_per_byte'] * 1e9:.3f} ns/B"
+                    f" ({8 / r['beta_s_per_byte'] / 1e6:.0f} Mbit/s)"
+                )
+
+
+def run(args: argparse.Namespace) -> int:
+    from archbench.record import append_record, environment, new_run_id, now_iso
+
+    hosts = resolve_hosts(args)
+    sizes = parse_sizes(args.sizes)
+    benches = {b.strip() for b in args.benches.split(",") if b.strip()}
+    unknown = benches - set(BENCHES)
+    if unknown or not benches:
+        raise UsageError(
+            f"unknown bench {', '.join(sorted(unknown)) or '(none)'} (choose from {', '.join(BENCHES)})"
+        )
+    _positive_ints(args.batch_sizes, "--batch-sizes")
+    if args.compute_steps < 1 or args.seconds_per_size <= 0 or args.timeout <= 0:
+        raise UsageError("--compute-steps, --seconds-per-size and --timeout must be positive")
+    if "compute" in benches:
+        from archbench.models import check_model_name
+
+        for model in args.models.split(","):
+            check_model_name(model, args.dataset)
+    out = Path(args.out)
+    if out.exists() and out.is_dir():
+        raise UsageError(f"--out {out} is a folder; give a .jsonl file")
+    python = sys.executable
+    run_id = new_run_id()
+    started = now_iso()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="archbench-mb-") as scratch:
+        for index, (kind, scope, blocks, program) in enumerate(
+            plan_jobs(hosts, benches, sizes, args)
+        ):
+            result_file = Path(scratch) / f"job{index}.json"
+            argv = mpirun_argv(blocks, python, [*program, "--result-file", str(result_file)])
+            print(
+                f"[microbench] {kind} ({scope}) on {','.join(f'{h}:{n}' for h, n in blocks)}",
+                file=sys.stderr,
+                flush=True,
+            )
+            begin = time.perf_counter()
+            for row in run_job(argv, result_file, args.timeout):
+                if row["bench"] == "pt2pt" and "pt2pt" not in benches:
+                    continue
+                if row["bench"] == "allreduce_mpi" and "allreduce" not in benches:
+                    continue
+                rank_hosts = [h for h, n in blocks for _ in range(n)][: row.get("ranks", 1)]
+                row.update(scope=scope, hosts=rank_hosts, launcher="mpirun")
+                rows.append(row)
+            print(
+                f"[microbench]   done in {time.perf_counter() - begin:.1f}s",
+                file=sys.stderr,
+                flush=True,
+            )
+    # alpha and beta fitted to each ping-pong ladder, kept as records of their own
+    calib = calibration_from_records(({"kind": "microbench", **r} for r in rows), source="this run")
+    for scope, link in (("intra", calib.intra), ("inter", calib.inter)):
+        if link is not None and any(r["bench"] == "pt2pt" and r["scope"] == scope for r in rows):
+            rows.append(
+                {
+                    "bench": "alpha_beta",
+                    "scope": scope,
+                    "alpha_s": link.alpha_s,
+                    "beta_s_per_byte": link.beta_s_per_byte,
+                    "hosts": next(
+                        r["hosts"] for r in rows if r["bench"] == "pt2pt" and r["scope"] == scope
+                    ),
+                }
+            )
+    env = environment()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for row in rows:
+        append_record(
+            str(out),
+            {
+                "schema": SCHEMA,
+                "kind": "microbench",
+                "run_id": run_id,
+                "started_at": started,
+                "finished_at": now_iso(),
+                "status": "ok",
+                **row,
+                "env": env,
+            },
+        )
+    print_table(rows)
+    print(f"\n{len(rows)} records appended to {out}")
+    return 0

@@ -1,0 +1,69 @@
+"""Sizes of a model's trainable variables, in creation order (what a PS shard plan places)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+# Input shape and class count of each data set, as archbench.data loads them.
+DATASET_SHAPES: dict[str, tuple[tuple[int, ...], int]] = {
+    "fashion_mnist": ((28, 28, 1), 10),
+    "mnist": ((28, 28, 1), 10),
+    "cifar10": ((32, 32, 3), 10),
+}
+DATASET_TRAIN_SIZES: dict[str, int] = {"fashion_mnist": 60000, "mnist": 60000, "cifar10": 50000}
+TEXT_VOCAB = 256
+
+
+def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
+    """(input shape, classes) of a run's configuration."""
+    dataset = str(config.get("dataset") or "fashion_mnist")
+    if dataset in DATASET_SHAPES:
+        return DATASET_SHAPES[dataset]
+    if dataset == "synthetic":
+        shape = config.get("synthetic_shape") or (32, 32, 3)
+        if isinstance(shape, str):
+            shape = tuple(int(d) for d in shape.split("x"))
+        return tuple(int(d) for d in shape), int(config.get("synthetic_classes") or 10)
+    if dataset == "text":
+        return (int(config.get("seq_len") or 64),), TEXT_VOCAB
+    return DATASET_SHAPES["fashion_mnist"]
+
+
+@functools.lru_cache(maxsize=64)
+def variable_bytes(model: str, input_shape: tuple[int, ...], num_classes: int) -> tuple[float, ...]:
+    """Byte size of each trainable variable of archbench.models.build_model(model, ...)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from archbench.models import build_model
+
+    keras_model = build_model(model, input_shape, num_classes, seed=0)
+    sizes = []
+    for variable in keras_model.trainable_variables:
+        count = 1
+        for dim in variable.shape:
+            count *= int(dim)
+        sizes.append(float(count * variable.dtype.size))
+    return tuple(sizes)
+
+
+def variable_bytes_for(record: dict[str, Any]) -> tuple[float, ...] | None:
+    """Variable sizes of the model a record trained; None when the model cannot be built here."""
+    config = record.get("config") or {}
+    shape, classes = input_spec(config)
+    try:
+        return variable_bytes(str(config.get("model")), shape, classes)
+    except Exception:  # noqa: BLE001 - an unknown model only loses the exact shard plan
+        return None
+
+
+def steps_per_epoch(config: dict[str, Any], workers: int) -> int | None:
+    """Steps of one epoch under the sync semantics (train size // global batch)."""
+    dataset = str(config.get("dataset") or "fashion_mnist")
+    size = DATASET_TRAIN_SIZES.get(dataset)
+    if dataset == "synthetic":
+        size = int(config.get("synthetic_samples") or 0) or None
+    batch = int(config.get("batch_size") or 0)
+    if not size or not batch:
+        return None
+    return max(1, size // (batch * max(workers, 1)))

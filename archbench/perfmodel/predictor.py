@@ -1,0 +1,221 @@
+"""Predicted step time of one configuration: compute + the communication of its architecture
+not hidden behind compute. Composes the terms of `formulas` with the machine constants of
+`calibration` and the few fitted parameters of `ModelParams`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from archbench.errors import UsageError
+from archbench.perfmodel import formulas as F
+from archbench.perfmodel.calibration import Calibration, ComputeLine
+
+ARCHS = ("single", "ring", "p2p", "ps")
+
+
+@dataclass
+class ArchParams:
+    """Free parameters of one architecture, fitted on measurements (`archbench model fit`)."""
+
+    alpha_s: float = 0.0  # software overhead per message on top of the network's alpha
+    efficiency: float = 1.0  # bandwidth term multiplier: achieved rate = link rate / efficiency
+    gamma_s_per_byte: float = 0.0  # host cost per byte (copies, serialisation, reduction)
+    overlap: float = 0.0  # fraction of communication hidden behind compute
+
+
+@dataclass
+class ModelParams:
+    arch: dict[str, ArchParams] = field(default_factory=dict)
+    # Slow-down of compute per extra process sharing the same cores: x (1 + k (P - 1)).
+    cpu_contention: float = 0.0
+    # Per-model compute lines fitted on a study; they override the calibration's.
+    compute: dict[str, ComputeLine] = field(default_factory=dict)
+
+    def for_key(self, key: str) -> ArchParams:
+        """Parameters of an architecture variant ('p2p-naive'), else of its family ('p2p')."""
+        if key in self.arch:
+            return self.arch[key]
+        family = key.split("-")[0]
+        return self.arch.get(family, ArchParams())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "arch": {k: asdict(v) for k, v in self.arch.items()},
+            "cpu_contention": self.cpu_contention,
+            "compute": {k: asdict(v) for k, v in self.compute.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ModelParams:
+        return cls(
+            arch={k: ArchParams(**v) for k, v in data.get("arch", {}).items()},
+            cpu_contention=float(data.get("cpu_contention", 0.0)),
+            compute={k: ComputeLine(**v) for k, v in data.get("compute", {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """Everything the model needs to know about one configuration."""
+
+    arch: str
+    model: str
+    batch_size: int  # per worker
+    param_bytes: float
+    placement: F.Placement
+    bandwidth_bits: float | None = None  # shaped link between hosts; None = unshaped
+    sync: bool = True
+    ps_sharding: str = "round-robin"
+    variable_bytes: tuple[float, ...] | None = None  # for the PS shard plan
+    fusion_threshold_mb: float | None = None
+    compression: str = "none"
+    p2p_schedule: str = "staggered"
+    cpu_sharing_ranks: int = 1  # processes sharing this worker's cores (itself included)
+
+    @property
+    def num_workers(self) -> int:
+        return self.placement.num_workers
+
+    @property
+    def num_ps(self) -> int:
+        return len(self.placement.ps_hosts)
+
+    @property
+    def key(self) -> str:
+        """Which set of fitted parameters applies."""
+        if self.arch == "p2p":
+            return f"p2p-{self.p2p_schedule}"
+        if self.arch == "ps":
+            return "ps-sync" if self.sync else "ps-async"
+        return self.arch
+
+
+@dataclass(frozen=True)
+class StepPrediction:
+    compute_s: float
+    comm_s: float  # total communication of one step
+    exposed_comm_s: float  # the part of it on the critical path
+    step_s: float
+    samples_per_s: float  # all workers together
+    terms: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compute_seconds(config: StepConfig, params: ModelParams, calib: Calibration) -> float:
+    line = params.compute.get(config.model) or calib.compute.get(config.model)
+    if line is None:
+        raise UsageError(
+            f"no compute time known for model {config.model!r}: run `archbench microbench` "
+            "with it or fit on a study that trained it"
+        )
+    sharing = max(config.cpu_sharing_ranks, 1)
+    return line.seconds(config.batch_size) * (1.0 + params.cpu_contention * (sharing - 1))
+
+
+def _network(config: StepConfig, arch: ArchParams, calib: Calibration) -> F.Network:
+    inter = calib.inter_for(config.bandwidth_bits)
+    return F.Network(
+        inter=F.LinkCost(inter.alpha_s + arch.alpha_s, inter.beta_s_per_byte * arch.efficiency),
+        intra=F.LinkCost(
+            calib.intra.alpha_s + arch.alpha_s, calib.intra.beta_s_per_byte * arch.efficiency
+        ),
+    )
+
+
+def ps_shard_bytes(config: StepConfig) -> list[float]:
+    """Bytes held by each PS under the configured plan (even split when the variable list
+    is unknown)."""
+    k = config.num_ps
+    if k < 1:
+        raise UsageError("a PS configuration needs at least one PS")
+    if config.variable_bytes:
+        return F.shard_plan(config.variable_bytes, k, config.ps_sharding)
+    return [config.param_bytes / k] * k
+
+
+def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) -> StepPrediction:
+    """Predicted median step time of `config`."""
+    if config.arch not in ARCHS:
+        raise UsageError(f"unknown architecture {config.arch!r} (choose from {', '.join(ARCHS)})")
+    compute = compute_seconds(config, params, calib)
+    arch = params.for_key(config.key)
+    network = _network(config, arch, calib)
+    workers = config.placement.worker_hosts
+    message = float(config.param_bytes)
+    terms: dict[str, float] = {}
+    step: float
+    if config.arch == "single" or (config.arch != "ps" and len(workers) <= 1):
+        # nothing travels; what remains is applying the update (gamma per byte)
+        comm = exposed = message * arch.gamma_s_per_byte
+        step = compute + comm
+    elif config.arch == "ring":
+        wire = message / 2 if config.compression == "fp16" else message
+        threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
+        buffers = F.fusion_buffers(wire, threshold)
+        comm = F.ring_allreduce_placed_s(wire, workers, network, arch.gamma_s_per_byte, buffers)
+        terms["fusion_buffers"] = buffers
+        exposed = F.exposed_comm_s(comm, compute, arch.overlap)
+        step = compute + exposed
+    elif config.arch == "p2p":
+        comm = F.p2p_exchange_placed_s(message, workers, network, 1.0, arch.gamma_s_per_byte)
+        exposed = F.exposed_comm_s(comm, compute, arch.overlap)
+        step = compute + exposed
+    else:  # ps
+        shards = ps_shard_bytes(config)
+        ps = F.ps_placed(shards, config.placement, network, arch.gamma_s_per_byte)
+        terms["busiest_ps_bytes"] = max(shards)
+        terms["ps_bottleneck_s"] = ps.bottleneck_s
+        if config.sync:
+            comm = ps.sync_comm_s
+            exposed = F.exposed_comm_s(comm, compute, arch.overlap)
+            step = compute + exposed
+        else:
+            comm = ps.own_comm_s
+            own_exposed = F.exposed_comm_s(comm, compute, arch.overlap)
+            step = F.async_step_s(compute, own_exposed, ps.bottleneck_s)
+            exposed = step - compute
+    samples = len(workers) * config.batch_size / step if step > 0 else float("inf")
+    return StepPrediction(
+        compute_s=compute,
+        comm_s=comm,
+        exposed_comm_s=exposed,
+        step_s=step,
+        samples_per_s=samples,
+        terms=terms,
+    )
+
+
+def default_placement(
+    arch: str, workers: int, num_ps: int, placement: str, hosts: int | None
+) -> F.Placement:
+    """Hosts and roles as the standard hostfiles lay them out.
+
+    dedicated: the PS tasks get hosts of their own, workers one host each after them.
+    colocated: PS k shares host k with a worker. `hosts` caps the number of hosts (ranks are
+    then dealt round-robin over them, the way mpirun maps by node).
+    """
+    if workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if arch != "ps":
+        num_ps = 0
+    if arch == "ps" and num_ps < 1:
+        raise UsageError("--arch ps needs --num-ps of at least 1")
+    if placement not in ("dedicated", "colocated"):
+        raise UsageError(f"unknown placement {placement!r} (choose dedicated or colocated)")
+    if placement == "colocated":
+        if num_ps > workers:
+            raise UsageError(f"colocated placement needs num_ps ({num_ps}) <= workers ({workers})")
+        limit = hosts or workers
+        worker_hosts = [f"node{(i % limit) + 1}" for i in range(workers)]
+        ps_hosts = [f"node{(k % limit) + 1}" for k in range(num_ps)]
+    else:
+        limit = hosts or (workers + num_ps)
+        ps_hosts = [f"node{(k % limit) + 1}" for k in range(num_ps)]
+        worker_hosts = [f"node{((num_ps + i) % limit) + 1}" for i in range(workers)]
+    return F.Placement(
+        hosts=tuple(ps_hosts + worker_hosts),
+        roles=tuple([F.PS] * len(ps_hosts) + [F.WORKER] * len(worker_hosts)),
+    )
