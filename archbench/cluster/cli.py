@@ -1,0 +1,167 @@
+"""`archbench cluster up|down|status`: the emulated multi-node cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+
+from archbench.cluster.spec import DEFAULT_BANDWIDTH, DEFAULT_NAME, DEFAULT_PREFIX, make_spec
+from archbench.cluster.state import ClusterState, is_up, list_states, load_state
+from archbench.errors import RunFailed
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "cluster",
+        help="bring an emulated multi-node cluster (namespaces, sshd, shaped links) up or down",
+        description=(
+            "An emulated cluster on this machine: nodes node1..nodeN are network namespaces "
+            "with their own sshd and hostname, joined by veth links shaped with tc tbf. Needs root."
+        ),
+    )
+    commands = parser.add_subparsers(dest="cluster_command", metavar="ACTION")
+    commands.required = True
+
+    up = commands.add_parser("up", help="create the cluster and write hostfiles/<name>.txt|.hosts")
+    up.add_argument("--nodes", type=int, required=True, help="number of nodes")
+    up.add_argument(
+        "--bandwidth",
+        default=DEFAULT_BANDWIDTH,
+        help=f"rate of every node link, each direction, as tc reads it (default {DEFAULT_BANDWIDTH})",
+    )
+    up.add_argument("--name", default=DEFAULT_NAME, help=f"cluster name (default {DEFAULT_NAME})")
+    up.add_argument(
+        "--prefix",
+        default=DEFAULT_PREFIX,
+        help=f"node name prefix (default {DEFAULT_PREFIX}: {DEFAULT_PREFIX}1, {DEFAULT_PREFIX}2, ...)",
+    )
+    up.add_argument(
+        "--slots", type=int, default=1, help="slots per node in the written hostfiles (default 1)"
+    )
+    up.add_argument(
+        "--latency",
+        default=None,
+        help="not supported: links are shaped by bandwidth only (tc netem is not available)",
+    )
+    up.set_defaults(func=run_up)
+
+    down = commands.add_parser("down", help="remove everything the cluster made (safe to repeat)")
+    target = down.add_mutually_exclusive_group()
+    target.add_argument(
+        "--name", default=DEFAULT_NAME, help=f"cluster name (default {DEFAULT_NAME})"
+    )
+    target.add_argument("--all", action="store_true", help="every emulated cluster that is up")
+    down.set_defaults(func=run_down)
+
+    status = commands.add_parser("status", help="show the emulated clusters that are up")
+    status.add_argument("--name", default=None, help="only this cluster")
+    status.add_argument("--json", action="store_true", help="print the state files as JSON")
+    status.set_defaults(func=run_status)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    # Imported here: the checks and the build need nothing until the command really runs.
+    from archbench.cluster.lifecycle import bring_up
+    from archbench.cluster.preflight import require_cluster_support
+    from archbench.errors import UsageError
+
+    if args.latency is not None:
+        raise UsageError(
+            "--latency is not supported: links are shaped by bandwidth (tc tbf) only, "
+            "because tc netem is not available on this kernel"
+        )
+    spec = make_spec(args.name, args.nodes, args.bandwidth, args.prefix, args.slots)
+    require_cluster_support()
+    try:
+        result = bring_up(spec)
+    except RunFailed as exc:
+        return _failed(f"could not bring cluster {spec.name!r} up (nothing left behind): {exc}")
+    state = result.state
+    if result.already_up:
+        print(f"cluster {state.name!r} is already up; nothing changed")
+    else:
+        print(f"cluster {state.name!r} is up")
+    print(describe(state))
+    return 0
+
+
+def run_down(args: argparse.Namespace) -> int:
+    from archbench.cluster.lifecycle import tear_down
+    from archbench.cluster.preflight import require_cluster_support
+
+    require_cluster_support()
+    names = [state.name for state in list_states()] if args.all else [args.name]
+    if not names:
+        print("no emulated cluster is up")
+    for name in names:
+        try:
+            state = tear_down(name)
+        except RunFailed as exc:
+            return _failed(f"{exc}; run `archbench cluster down --name {name}` again")
+        if state is None:
+            print(f"cluster {name!r} is not up; nothing to remove")
+        else:
+            print(f"cluster {name!r} is down ({', '.join(state.node_names)} removed)")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    if args.name is not None:
+        state = load_state(args.name)
+        states = [state] if state is not None else []
+    else:
+        states = list_states()
+    if args.json:
+        print(json.dumps([{**asdict(s), "up": is_up(s)} for s in states], indent=2))
+    elif not states:
+        print(
+            "no emulated cluster is up" if args.name is None else f"cluster {args.name!r} is not up"
+        )
+    else:
+        print("\n".join(describe(state) for state in states))
+    # Non-zero when a cluster is half there (an sshd died, a namespace vanished).
+    return 0 if all(healthy(state) for state in states) else 1
+
+
+def _failed(message: str) -> int:
+    print(f"archbench cluster: error: {message}", file=sys.stderr)
+    return 1
+
+
+def healthy(state: ClusterState) -> bool:
+    from archbench.cluster.sshd import pid_is_sshd
+
+    return is_up(state) and all(pid_is_sshd(node.sshd_pid) for node in state.nodes)
+
+
+def describe(state: ClusterState) -> str:
+    from archbench.cluster.sshd import pid_is_sshd
+
+    condition = "up" if healthy(state) else f"DEGRADED ({state.status})"
+    lines = [
+        f"{state.name}: {condition}, {len(state.nodes)} nodes, links {state.bandwidth} each way, "
+        f"subnet {state.subnet} on bridge {state.bridge} (host {state.bridge_address})"
+    ]
+    for node in state.nodes:
+        sshd_state = "running" if pid_is_sshd(node.sshd_pid) else "NOT RUNNING"
+        lines.append(f"  {node.name:<8} {node.address:<15} sshd pid {node.sshd_pid} {sshd_state}")
+    if state.hostfiles:
+        lines.append(f"  hostfiles: {' '.join(_relative(path) for path in state.hostfiles)}")
+    return "\n".join(lines)
+
+
+def _relative(path: str) -> str:
+    from pathlib import Path
+
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
+if __name__ == "__main__":
+    from archbench.cli import main
+
+    sys.exit(main(["cluster", *sys.argv[1:]]))

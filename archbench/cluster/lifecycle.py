@@ -1,0 +1,253 @@
+"""Bring an emulated cluster up and take it down again, leaving the machine as it was."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from archbench.cluster import blocks, hostfiles, network, sshd
+from archbench.cluster.spec import ClusterSpec
+from archbench.cluster.state import (
+    ClusterState,
+    NodeState,
+    cluster_lock,
+    is_up,
+    list_states,
+    load_state,
+    save_state,
+)
+from archbench.errors import RunFailed, UsageError
+
+HOSTS_FILE = Path("/etc/hosts")
+# Open MPI reads per-user MCA parameters from here, on the host and (same $HOME) in the nodes.
+MCA_BLOCK = "emulated clusters"
+ALL_CLUSTER_SUBNETS = f"{network.SUBNET_PREFIX}.0.0/16"
+
+
+@dataclass(frozen=True)
+class UpResult:
+    state: ClusterState
+    already_up: bool
+
+
+def ssh_config_path() -> Path:
+    return Path.home() / ".ssh" / "config"
+
+
+def mca_params_path() -> Path:
+    return Path.home() / ".openmpi" / "mca-params.conf"
+
+
+def _cluster_block(name: str) -> str:
+    return f"cluster {name}"
+
+
+def _same_shape(state: ClusterState, spec: ClusterSpec) -> bool:
+    return (
+        state.node_names == spec.node_names
+        and state.bandwidth == spec.bandwidth
+        and state.slots == spec.slots
+    )
+
+
+def _pick_subnet_index() -> int:
+    taken = {state.subnet_index for state in list_states()} | network.used_subnet_indexes()
+    for index in network.SUBNET_INDEXES:
+        if index not in taken:
+            return index
+    raise UsageError(f"no free subnet left in {ALL_CLUSTER_SUBNETS}; bring a cluster down first")
+
+
+def _check_names_free(spec: ClusterSpec) -> None:
+    existing = network.namespaces()
+    for other in list_states():
+        clash = set(other.node_names) & set(spec.node_names)
+        if clash:
+            raise UsageError(
+                f"cluster {other.name!r} already has nodes {', '.join(sorted(clash))}; "
+                f"run `archbench cluster down --name {other.name}` first or use another --prefix"
+            )
+    clash = sorted(set(spec.node_names) & existing)
+    if clash:
+        raise UsageError(
+            f"network namespaces {', '.join(clash)} already exist and are not archbench's; "
+            "use another --prefix"
+        )
+
+
+def _new_state(spec: ClusterSpec) -> ClusterState:
+    index = _pick_subnet_index()
+    base = f"{network.SUBNET_PREFIX}.{index}"
+    nodes = [
+        NodeState(name=node, address=f"{base}.{k}", host_veth=f"ab{index}n{k}")
+        for k, node in enumerate(spec.node_names, start=1)
+    ]
+    return ClusterState(
+        name=spec.name,
+        status="starting",
+        bandwidth=spec.bandwidth,
+        prefix=spec.prefix,
+        slots=spec.slots,
+        subnet_index=index,
+        subnet=f"{base}.0/24",
+        bridge=f"archbench{index}",
+        bridge_address=f"{base}.{network.BRIDGE_HOST_OCTET}",
+        nodes=nodes,
+        hosts_file=str(HOSTS_FILE),
+        ssh_config=str(ssh_config_path()),
+        mca_params=str(mca_params_path()),
+        created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
+
+
+def _hosts_lines(state: ClusterState) -> list[str]:
+    return [f"{node.address} {node.name}" for node in state.nodes]
+
+
+def _ssh_config_lines(state: ClusterState) -> list[str]:
+    return [
+        f"Host {' '.join(state.node_names)}",
+        f"    IdentityFile {state.directory / sshd.CLIENT_KEY}",
+        "    IdentitiesOnly yes",
+        "    BatchMode yes",
+        # The nodes' host key is made afresh by every `up`: nothing to verify it against.
+        "    StrictHostKeyChecking no",
+        "    UserKnownHostsFile /dev/null",
+        "    LogLevel ERROR",
+        # Whatever followed in the user's file applied to every host; keep it that way.
+        "Host *",
+    ]
+
+
+def _mca_lines() -> list[str]:
+    return [
+        "# Open MPI traffic stays on the emulated clusters' subnet while one is up.",
+        f"btl_tcp_if_include = {ALL_CLUSTER_SUBNETS}",
+        f"oob_tcp_if_include = {ALL_CLUSTER_SUBNETS}",
+    ]
+
+
+def _build(state: ClusterState) -> None:
+    directory = state.directory
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o755)
+    sshd.make_keys(directory, state.name)
+    network.create_bridge(state.bridge, f"{state.bridge_address}/24")
+    for node in state.nodes:
+        network.create_node(
+            node.name, node.host_veth, state.bridge, f"{node.address}/24", state.bridge,
+            state.bandwidth,
+        )  # fmt: skip
+    save_state(state)
+    blocks.insert_block(Path(state.hosts_file), _cluster_block(state.name), _hosts_lines(state))
+    blocks.insert_block(
+        Path(state.ssh_config), _cluster_block(state.name), _ssh_config_lines(state),
+        file_mode=0o600, dir_mode=0o700,
+    )  # fmt: skip
+    blocks.insert_block(Path(state.mca_params), MCA_BLOCK, _mca_lines())
+    if sshd.ensure_privsep_dir():
+        blocks.remember_created(sshd.PRIVSEP_DIR)
+    for node in state.nodes:
+        node_dir = directory / node.name
+        node_dir.mkdir(exist_ok=True)
+        config = node_dir / "sshd_config"
+        config.write_text(sshd.sshd_config_text(directory, node.name, node_dir / "sshd.pid"))
+        node.sshd_pid = sshd.start_sshd(node.name, node.name, config, node_dir / "sshd.log")
+        save_state(state)
+    for node in state.nodes:
+        sshd.wait_until_listening(node.address, node.sshd_pid, directory / node.name / "sshd.log")
+    state.hostfiles = [
+        str(path) for path in hostfiles.write_hostfiles(state.name, state.node_names, state.slots)
+    ]
+    state.status = "up"
+    save_state(state)
+
+
+def bring_up(spec: ClusterSpec) -> UpResult:
+    """Build the cluster; if one of that name is already up with the same shape, say so."""
+    with cluster_lock():
+        existing = load_state(spec.name)
+        if existing is not None and is_up(existing):
+            if _same_shape(existing, spec):
+                return UpResult(existing, already_up=True)
+            raise UsageError(
+                f"cluster {spec.name!r} is already up with {len(existing.nodes)} nodes at "
+                f"{existing.bandwidth}; run `archbench cluster down --name {spec.name}` first"
+            )
+        if existing is not None:
+            _tear_down(existing)  # left half-built by an interrupted `up`
+        _check_names_free(spec)
+        hostfiles.check_hostfiles_free(spec.name)
+        state = _new_state(spec)
+        save_state(state)
+        try:
+            _build(state)
+        except BaseException:
+            # Whatever went wrong (or Ctrl-C), leave nothing half-built behind.
+            _tear_down(state)
+            raise
+        return UpResult(state, already_up=False)
+
+
+def _wait_until_gone(pids: list[int], timeout_s: float = 5.0) -> None:
+    # A killed sshd stays in the process table until its parent (init, once `up` has exited)
+    # reaps it; wait for that so "no sshd left" holds when `down` returns.
+    deadline = time.monotonic() + timeout_s
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _tear_down(state: ClusterState) -> None:
+    """Undo every part of `up`, carrying on past failures; the state (and with it the keys)
+    is removed only when everything else went, so a failed `down` can simply be repeated."""
+    failures: list[str] = []
+
+    def attempt(step: Callable[[], object]) -> None:
+        try:
+            step()
+        except (RunFailed, OSError) as exc:
+            failures.append(str(exc))
+
+    for node in state.nodes:
+        attempt(lambda node=node: network.stop_namespace_processes(node.name))
+        attempt(lambda node=node: network.delete_namespace(node.name))
+        attempt(lambda node=node: network.delete_link(node.host_veth))
+    _wait_until_gone([node.sshd_pid for node in state.nodes if node.sshd_pid])
+    attempt(lambda: network.delete_link(state.bridge))
+    key = _cluster_block(state.name)
+    attempt(lambda: blocks.remove_block(Path(state.hosts_file), key))
+    if state.ssh_config:
+        attempt(lambda: blocks.remove_block(Path(state.ssh_config), key))
+    if state.mca_params and not [other for other in list_states() if other.name != state.name]:
+        attempt(lambda: blocks.remove_block(Path(state.mca_params), MCA_BLOCK))
+        attempt(lambda: blocks.remove_created_dir(sshd.PRIVSEP_DIR))
+    attempt(lambda: hostfiles.remove_hostfiles(state.name, state.node_names, state.slots))
+    if failures:
+        raise RunFailed(f"cluster {state.name!r} was not fully removed: " + "; ".join(failures))
+    shutil.rmtree(state.directory, ignore_errors=True)
+
+
+def tear_down(name: str) -> ClusterState | None:
+    """Remove everything the cluster made; returns its state (None when it was not up).
+    Safe to run twice."""
+    with cluster_lock():
+        state = load_state(name)
+        if state is None:
+            _remove_leftover_blocks(name)
+            return None
+        _tear_down(state)
+        return state
+
+
+def _remove_leftover_blocks(name: str) -> None:
+    # Without a state file (e.g. /run was cleared) the file blocks may still be there.
+    with contextlib.suppress(OSError):
+        blocks.remove_block(HOSTS_FILE, _cluster_block(name))
+        blocks.remove_block(ssh_config_path(), _cluster_block(name))
+    if not list_states():
+        with contextlib.suppress(OSError):
+            blocks.remove_block(mca_params_path(), MCA_BLOCK)

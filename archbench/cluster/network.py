@@ -1,0 +1,141 @@
+"""Namespaces, the bridge, veth links and their tbf shaping, driven through `ip` and `tc`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+
+from archbench.cluster.spec import bandwidth_bits_per_s
+from archbench.errors import RunFailed
+
+SUBNET_PREFIX = "10.213"  # archbench's own private range: 10.213.<index>.0/24 per cluster
+SUBNET_INDEXES = range(1, 251)
+BRIDGE_HOST_OCTET = 254
+# How long tbf may queue a packet before dropping it: deep enough for TCP to fill the link.
+TBF_LATENCY = "50ms"
+
+
+def run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip()
+        raise RunFailed(f"`{' '.join(command)}` failed: {detail}")
+    return result
+
+
+def namespaces() -> set[str]:
+    listing = run("ip", "netns", "list").stdout
+    return {line.split()[0] for line in listing.splitlines() if line.strip()}
+
+
+def link_exists(name: str) -> bool:
+    return run("ip", "link", "show", "dev", name, check=False).returncode == 0
+
+
+def used_subnet_indexes() -> set[int]:
+    """Indexes of 10.213.X.0/24 already carrying an address or a route on the host."""
+    text = run("ip", "-4", "-o", "addr", "show").stdout + run("ip", "-4", "route", "show").stdout
+    used = set()
+    for token in text.split():
+        if token.startswith(SUBNET_PREFIX + "."):
+            with contextlib.suppress(IndexError, ValueError):
+                used.add(int(token.split(".")[2]))
+    return used
+
+
+def tbf_burst_bytes(bandwidth: str) -> int:
+    # About 2 ms at line rate, and never below a few full-size packets.
+    return max(int(bandwidth_bits_per_s(bandwidth) / 8 / 500), 32 * 1024)
+
+
+def _shape(device: str, bandwidth: str, namespace: str | None) -> None:
+    prefix = ("tc", "-n", namespace) if namespace else ("tc",)
+    run(
+        *prefix,
+        "qdisc",
+        "replace",
+        "dev",
+        device,
+        "root",
+        "tbf",
+        "rate",
+        bandwidth,
+        "burst",
+        str(tbf_burst_bytes(bandwidth)),
+        "latency",
+        TBF_LATENCY,
+    )
+
+
+def create_bridge(bridge: str, address_cidr: str) -> None:
+    # Bridged frames must not be sent through the host's iptables (br_netfilter may be loaded).
+    run(
+        "ip", "link", "add", "name", bridge, "type", "bridge",
+        "nf_call_iptables", "0", "nf_call_ip6tables", "0", "nf_call_arptables", "0",
+    )  # fmt: skip
+    run("ip", "addr", "add", address_cidr, "dev", bridge)
+    run("ip", "link", "set", "dev", bridge, "up")
+
+
+def create_node(
+    namespace: str, host_veth: str, interface: str, address_cidr: str, bridge: str, bandwidth: str
+) -> None:
+    """A namespace joined to the bridge by a veth pair shaped in both directions."""
+    run("ip", "netns", "add", namespace)
+    run(
+        "ip", "link", "add", "name", host_veth, "type", "veth",
+        "peer", "name", interface, "netns", namespace,
+    )  # fmt: skip
+    run("ip", "link", "set", "dev", host_veth, "master", bridge)
+    run("ip", "link", "set", "dev", host_veth, "up")
+    run("ip", "-n", namespace, "link", "set", "dev", "lo", "up")
+    run("ip", "-n", namespace, "addr", "add", address_cidr, "dev", interface)
+    run("ip", "-n", namespace, "link", "set", "dev", interface, "up")
+    _shape(host_veth, bandwidth, None)  # host -> node
+    _shape(interface, bandwidth, namespace)  # node -> host and other nodes
+
+
+def namespace_pids(namespace: str) -> list[int]:
+    result = run("ip", "netns", "pids", namespace, check=False)
+    return [int(pid) for pid in result.stdout.split() if pid.isdigit()]
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+def _reap(pids: list[int]) -> None:
+    # sshd may be our own child when `up` ran in this process; collect it so no zombie is left.
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def stop_namespace_processes(namespace: str, grace_s: float = 3.0) -> None:
+    """TERM, then KILL, every process living in the namespace (sshd, its sessions, ranks)."""
+    pids = namespace_pids(namespace)
+    _signal_all(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.05)
+        _reap(pids)
+        pids = namespace_pids(namespace)
+    _signal_all(pids, signal.SIGKILL)
+    _reap(pids)
+
+
+def delete_namespace(namespace: str) -> None:
+    if namespace in namespaces():
+        run("ip", "netns", "delete", namespace)
+
+
+def delete_link(name: str) -> None:
+    # A veth whose peer sat in a deleted namespace disappears on its own, a moment later.
+    result = run("ip", "link", "delete", "dev", name, check=False)
+    if result.returncode != 0 and link_exists(name):
+        raise RunFailed(f"`ip link delete dev {name}` failed: {result.stderr.strip()}")

@@ -1,0 +1,141 @@
+"""Where a running emulated cluster is described: one JSON state file per cluster.
+
+The state lives under /run/archbench/clusters/<name>/ (a tmpfs, so a reboot, which also
+drops the namespaces, forgets it) next to the cluster's keys and sshd configurations. Ranks
+inside the nodes read it too (`current_link`), because network namespaces share the host's
+file system.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+RUN_DIR = Path(os.environ.get("ARCHBENCH_RUN_DIR", "/run/archbench"))
+NETNS_DIR = Path("/run/netns")
+STATE_FILE = "state.json"
+
+
+def clusters_dir() -> Path:
+    return RUN_DIR / "clusters"
+
+
+def cluster_dir(name: str) -> Path:
+    return clusters_dir() / name
+
+
+@dataclass
+class NodeState:
+    name: str  # host name and network namespace name
+    address: str
+    host_veth: str  # the veth end on the host, enslaved to the bridge
+    sshd_pid: int | None = None
+
+
+@dataclass
+class ClusterState:
+    name: str
+    status: str  # "starting" while `up` runs, then "up"
+    bandwidth: str
+    prefix: str
+    slots: int
+    subnet_index: int
+    subnet: str
+    bridge: str  # also the name of every node's interface, so Horovod sees one name everywhere
+    bridge_address: str
+    nodes: list[NodeState] = field(default_factory=list)
+    hostfiles: list[str] = field(default_factory=list)
+    hosts_file: str = "/etc/hosts"
+    ssh_config: str = ""
+    mca_params: str = ""
+    created_at: str = ""
+
+    @property
+    def node_names(self) -> list[str]:
+        return [node.name for node in self.nodes]
+
+    @property
+    def directory(self) -> Path:
+        return cluster_dir(self.name)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ClusterState:
+        nodes = [NodeState(**node) for node in data.get("nodes", [])]
+        return cls(**{**data, "nodes": nodes})
+
+
+def save_state(state: ClusterState) -> None:
+    """Write the state atomically (readers in other processes never see half a file)."""
+    state.directory.mkdir(parents=True, exist_ok=True)
+    target = state.directory / STATE_FILE
+    scratch = target.with_suffix(".tmp")
+    scratch.write_text(state.to_json())
+    os.chmod(scratch, 0o644)
+    os.replace(scratch, target)
+
+
+def load_state(name: str) -> ClusterState | None:
+    path = cluster_dir(name) / STATE_FILE
+    try:
+        return ClusterState.from_dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+
+
+def list_states() -> list[ClusterState]:
+    """Every cluster with a state file, in name order (unreadable files are skipped)."""
+    states = []
+    try:
+        names = sorted(p.name for p in clusters_dir().iterdir() if p.is_dir())
+    except FileNotFoundError:
+        return []
+    for name in names:
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            state = load_state(name)
+            if state is not None:
+                states.append(state)
+    return states
+
+
+def namespace_exists(name: str) -> bool:
+    return (NETNS_DIR / name).exists()
+
+
+def is_up(state: ClusterState) -> bool:
+    """Up: `cluster up` finished and every node's namespace is still there."""
+    return state.status == "up" and all(namespace_exists(n) for n in state.node_names)
+
+
+@contextlib.contextmanager
+def cluster_lock() -> Iterator[None]:
+    """Serialise `up` and `down` across processes (pytest sessions may race each other)."""
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    with open(RUN_DIR / "cluster.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def current_link(hostnames: list[str]) -> str | None:
+    """The shaped bandwidth (e.g. "200mbit") when every hostname is a node of one emulated
+    cluster that is up; None otherwise (a real cluster, a single machine, or a mix)."""
+    short_names = {hostname.split(".")[0] for hostname in hostnames if hostname}
+    if not short_names:
+        return None
+    try:
+        for state in list_states():
+            if short_names <= set(state.node_names) and is_up(state):
+                return state.bandwidth
+    except OSError:
+        return None
+    return None
