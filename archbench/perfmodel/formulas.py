@@ -175,7 +175,15 @@ def fusion_buffers(message_bytes: float, fusion_threshold_bytes: float | None) -
 
 
 def shard_plan(variable_bytes: Sequence[float], num_ps: int, strategy: str) -> list[float]:
-    """Bytes held by each PS.
+    """Bytes held by each PS (see shard_assignment)."""
+    loads = [0.0] * num_ps
+    for index, target in enumerate(shard_assignment(variable_bytes, num_ps, strategy)):
+        loads[target] += variable_bytes[index]
+    return loads
+
+
+def shard_assignment(variable_bytes: Sequence[float], num_ps: int, strategy: str) -> list[int]:
+    """The PS index of each variable.
 
     round-robin: variable i goes to PS i mod K (tf.compat.v1.train.replica_device_setter's
     default). balanced: each variable, in creation order, goes to the least-loaded PS
@@ -184,6 +192,7 @@ def shard_plan(variable_bytes: Sequence[float], num_ps: int, strategy: str) -> l
     if num_ps < 1:
         raise ValueError(f"num_ps must be >= 1, got {num_ps}")
     loads = [0.0] * num_ps
+    assignment = []
     for index, size in enumerate(variable_bytes):
         if strategy == "round-robin":
             target = index % num_ps
@@ -192,7 +201,8 @@ def shard_plan(variable_bytes: Sequence[float], num_ps: int, strategy: str) -> l
         else:
             raise ValueError(f"unknown PS sharding strategy {strategy!r}")
         loads[target] += size
-    return loads
+        assignment.append(target)
+    return assignment
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,11 +322,16 @@ def ps_placed(
     placement: Placement,
     network: Network,
     gamma_s_per_byte: float = 0.0,
+    per_request_s: float = 0.0,
+    variables_per_ps: Sequence[int] | None = None,
 ) -> PsComm:
     """Push phase: worker w sends shard k to PS k; pull phase: PS k sends shard k back.
 
     PS tasks are matched to the PS ranks in rank order; the plan gives the bytes on each.
     gamma charges the server for applying each worker's gradient (W * S_k bytes on PS k).
+    per_request_s is the server's own time per tensor request (TensorFlow moves each variable
+    in its own RecvTensor call): PS k serves 2 * W * n_k of them per step, one after another
+    in the worst case, so they add to the step and to the server's bottleneck demand.
     """
     ps_hosts = placement.ps_hosts
     worker_hosts = placement.worker_hosts
@@ -324,6 +339,7 @@ def ps_placed(
         raise ValueError("one shard size per PS rank is needed")
     if not worker_hosts:
         raise ValueError("a PS placement needs at least one worker")
+    counts = list(variables_per_ps) if variables_per_ps else [1] * len(ps_hosts)
     push = [
         (w, p, s) for w in worker_hosts for p, s in zip(ps_hosts, message_bytes_per_ps, strict=True)
     ]
@@ -333,17 +349,20 @@ def ps_placed(
         if any(w != p for w in worker_hosts for p in ps_hosts)
         else network.intra.alpha_s
     )
-    apply_s = max(message_bytes_per_ps) * len(worker_hosts) * gamma_s_per_byte
-    sync_comm = 2 * remote_alpha + phase_s(push, network) + phase_s(pull, network) + apply_s
-    # One worker alone: the first worker's traffic only (all workers are alike up to placement;
-    # take the slowest of them).
+    workers = len(worker_hosts)
+    apply_s = max(message_bytes_per_ps) * workers * gamma_s_per_byte
+    serve_s = 2 * workers * max(counts) * per_request_s
+    links_s = phase_s(push, network) + phase_s(pull, network)
+    sync_comm = 2 * remote_alpha + links_s + apply_s + serve_s
+    # One worker alone: the slowest worker's own traffic with nobody else on the links.
     own = 0.0
     for w in sorted(set(worker_hosts)):
         mine = [(w, p, s) for p, s in zip(ps_hosts, message_bytes_per_ps, strict=True)]
         back = [(p, w, s) for (w, p, s) in mine]
         own = max(own, phase_s(mine, network) + phase_s(back, network))
     own += 2 * remote_alpha + max(message_bytes_per_ps) * gamma_s_per_byte
-    # The bottleneck demand of one step of every worker equals the sync exchange minus its
-    # per-step latency (latency does not occupy the link).
-    bottleneck = sync_comm - 2 * remote_alpha
+    own += 2 * max(counts) * per_request_s
+    # Demand of one step of every worker on the busiest resource (links, or the server's
+    # time); latency occupies neither.
+    bottleneck = max(links_s, apply_s + serve_s)
     return PsComm(sync_comm_s=sync_comm, own_comm_s=own, bottleneck_s=bottleneck)

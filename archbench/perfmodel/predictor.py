@@ -115,25 +115,36 @@ def compute_seconds(config: StepConfig, params: ModelParams, calib: Calibration)
     return line.seconds(config.batch_size) * (1.0 + params.cpu_contention * (sharing - 1))
 
 
-def _network(config: StepConfig, arch: ArchParams, calib: Calibration) -> F.Network:
+def _network(
+    config: StepConfig, arch: ArchParams, calib: Calibration, overhead_per_message: bool = True
+) -> F.Network:
+    """The calibrated paths, with this architecture's software overhead added to every
+    message (unless it is charged elsewhere) and its bandwidth efficiency applied."""
     inter = calib.inter_for(config.bandwidth_bits)
+    extra = arch.alpha_s if overhead_per_message else 0.0
     return F.Network(
-        inter=F.LinkCost(inter.alpha_s + arch.alpha_s, inter.beta_s_per_byte * arch.efficiency),
+        inter=F.LinkCost(inter.alpha_s + extra, inter.beta_s_per_byte * arch.efficiency),
         intra=F.LinkCost(
-            calib.intra.alpha_s + arch.alpha_s, calib.intra.beta_s_per_byte * arch.efficiency
+            calib.intra.alpha_s + extra, calib.intra.beta_s_per_byte * arch.efficiency
         ),
     )
 
 
-def ps_shard_bytes(config: StepConfig) -> list[float]:
-    """Bytes held by each PS under the configured plan (even split when the variable list
-    is unknown)."""
+def ps_shards(config: StepConfig) -> tuple[list[float], list[int]]:
+    """Bytes and variable count held by each PS under the configured plan (an even split of
+    one tensor each when the variable list is unknown)."""
     k = config.num_ps
     if k < 1:
         raise UsageError("a PS configuration needs at least one PS")
     if config.variable_bytes:
-        return F.shard_plan(config.variable_bytes, k, config.ps_sharding)
-    return [config.param_bytes / k] * k
+        assignment = F.shard_assignment(config.variable_bytes, k, config.ps_sharding)
+        loads = [0.0] * k
+        counts = [0] * k
+        for size, target in zip(config.variable_bytes, assignment, strict=True):
+            loads[target] += size
+            counts[target] += 1
+        return loads, counts
+    return [config.param_bytes / k] * k, [1] * k
 
 
 def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) -> StepPrediction:
@@ -142,7 +153,7 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         raise UsageError(f"unknown architecture {config.arch!r} (choose from {', '.join(ARCHS)})")
     compute = compute_seconds(config, params, calib)
     arch = params.for_key(config.key)
-    network = _network(config, arch, calib)
+    network = _network(config, arch, calib, overhead_per_message=config.arch != "ps")
     workers = config.placement.worker_hosts
     message = float(config.param_bytes)
     terms: dict[str, float] = {}
@@ -164,8 +175,11 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         exposed = F.exposed_comm_s(comm, compute, arch.overlap)
         step = compute + exposed
     else:  # ps
-        shards = ps_shard_bytes(config)
-        ps = F.ps_placed(shards, config.placement, network, arch.gamma_s_per_byte)
+        shards, counts = ps_shards(config)
+        # the software overhead is the server's time per tensor request, not link latency
+        ps = F.ps_placed(
+            shards, config.placement, network, arch.gamma_s_per_byte, arch.alpha_s, counts,
+        )  # fmt: skip
         terms["busiest_ps_bytes"] = max(shards)
         terms["ps_bottleneck_s"] = ps.bottleneck_s
         if config.sync:

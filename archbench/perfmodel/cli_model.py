@@ -1,0 +1,299 @@
+"""`archbench model fit|validate|whatif runs/<study>/`.
+
+fit       fits the model's few free parameters on part of a study's runs and saves them
+          (report/perfmodel_fit.json), with the list of runs it used;
+validate  predicts the study's other configurations with that fit, and reports the error per
+          architecture (MAPE and worst case) with a predicted-vs-measured figure;
+whatif    predicted scaling curves of ring / p2p / ps for larger clusters than the one at hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from archbench.errors import UsageError
+from archbench.perfmodel import figures
+from archbench.perfmodel.calibration import Calibration, load_calibration
+from archbench.perfmodel.fitfile import (
+    FIT_NAME,
+    FIT_SCHEMA,
+    model_inputs,
+    read_fit,
+    write_json_atomic,
+)
+from archbench.perfmodel.fitting import (
+    Scored,
+    Split,
+    error_summary,
+    fit_model,
+    score,
+    split_random,
+    split_where,
+)
+from archbench.perfmodel.records import Observation, study_observations
+
+VALIDATION_NAME = "perfmodel_validation"
+WHATIF_NAME = "perfmodel_whatif"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "model", help="fit / validate the performance model on a study; what-if curves",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+
+    def split_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("study", help="study folder (runs/<study>/) holding run records")
+        sub.add_argument(
+            "--train-fraction",
+            type=float,
+            default=0.5,
+            help="share of each architecture's configurations to fit on (default 0.5)",
+        )
+        sub.add_argument(
+            "--train-where",
+            default=None,
+            metavar="FIELD=VALUE",
+            help="fit on runs whose record field equals VALUE, e.g. cluster.link=200mbit",
+        )
+        sub.add_argument("--seed", type=int, default=0, help="seed of the random split")
+        sub.add_argument(
+            "--calibration",
+            default=None,
+            help="microbench results.jsonl (alpha/beta and compute priors)",
+        )
+
+    fit = actions.add_parser("fit", help="fit the free parameters on part of a study")
+    split_options(fit)
+    fit.add_argument("--out", default=None, help=f"fit file (default <study>/report/{FIT_NAME})")
+    fit.set_defaults(func=run_fit)
+
+    validate = actions.add_parser(
+        "validate", help="score the fit on the configurations it did not see"
+    )
+    split_options(validate)
+    validate.add_argument(
+        "--fit",
+        default=None,
+        help=f"fit file (default <study>/report/{FIT_NAME}, fitted now if absent)",
+    )
+    validate.set_defaults(func=run_validate)
+
+    whatif = actions.add_parser("whatif", help="predicted scaling curves for larger clusters")
+    whatif.add_argument(
+        "study",
+        nargs="?",
+        default=None,
+        help="study folder: its models, batch sizes and fit (optional)",
+    )
+    whatif.add_argument("--models", default=None, help="models (default: those of the study)")
+    whatif.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="per-worker batch (default: the study's most common, else 64)",
+    )
+    whatif.add_argument("--workers", default="2,4,8,16,32,64,128")
+    whatif.add_argument("--bandwidths", default="1gbit,10gbit,100gbit")
+    whatif.add_argument("--fit", default=None)
+    whatif.add_argument("--calibration", default=None)
+    whatif.add_argument(
+        "--out", default=None, help=f"figure stem (default <study>/report/{WHATIF_NAME})"
+    )
+    whatif.set_defaults(func=run_whatif)
+
+
+# --------------------------------------------------------------------------- fit / validate
+
+
+def _split(observations: list[Observation], args: argparse.Namespace) -> Split:
+    if args.train_where:
+        field, sep, value = args.train_where.partition("=")
+        if not sep or not field:
+            raise UsageError(f"--train-where must look like FIELD=VALUE, got {args.train_where!r}")
+        return split_where(observations, field.strip(), value.strip())
+    return split_random(observations, args.train_fraction, args.seed)
+
+
+def _fit_document(
+    study: Path, split: Split, calib: Calibration, args: argparse.Namespace
+) -> dict[str, Any]:
+    params = fit_model(split.train, calib)
+    in_sample = error_summary(score(split.train, params, calib))
+    return {
+        "schema": FIT_SCHEMA,
+        "study": str(study),
+        "split": split.rule,
+        "train_run_ids": sorted({o.run_id for o in split.train}),
+        "train_config_keys": sorted({o.config_key for o in split.train}),
+        "params": params.to_json(),
+        "calibration": calib.to_json(),
+        "in_sample_error": in_sample,
+    }
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    study = Path(args.study)
+    observations = study_observations(study)
+    calib = load_calibration(args.calibration)
+    split = _split(observations, args)
+    document = _fit_document(study, split, calib, args)
+    out = Path(args.out) if args.out else study / "report" / FIT_NAME
+    write_json_atomic(out, document)
+    print(
+        f"fitted on {len(document['train_config_keys'])} configurations "
+        f"({len(document['train_run_ids'])} runs; {split.rule}); "
+        f"{len({o.config_key for o in split.test})} left for validation"
+    )
+    _print_params(document["params"])
+    print(f"fit written to {out}")
+    return 0
+
+
+def _print_params(params: dict[str, Any]) -> None:
+    print(
+        f"  compute slow-down per extra process on the same cores: {params['cpu_contention']:.3f}"
+    )
+    for model, line in sorted(params["compute"].items()):
+        print(
+            f"  compute {model}: {line['fixed_s'] * 1e3:.3f} ms + {line['per_sample_s'] * 1e6:.2f} us/sample"
+        )
+    for key, values in sorted(params["arch"].items()):
+        print(
+            f"  {key:14s} alpha {values['alpha_s'] * 1e3:7.3f} ms, efficiency {values['efficiency']:5.2f}, "
+            f"gamma {values['gamma_s_per_byte'] * 1e9:6.3f} ns/B, overlap {values['overlap']:4.2f}"
+        )
+
+
+def held_out(observations: list[Observation], fit: dict[str, Any]) -> list[Observation]:
+    """The observations the fit never saw (by configuration and by run)."""
+    keys = set(fit.get("train_config_keys", []))
+    runs = set(fit.get("train_run_ids", []))
+    test = [o for o in observations if o.config_key not in keys and o.run_id not in runs]
+    Split(
+        train=[o for o in observations if o.config_key in keys], test=test, rule=""
+    ).check_disjoint()
+    return test
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    study = Path(args.study)
+    observations = study_observations(study)
+    fit_path = Path(args.fit) if args.fit else study / "report" / FIT_NAME
+    if args.fit or fit_path.is_file():
+        fit = read_fit(fit_path)
+        print(f"using fit {fit_path} ({fit['split']})")
+    else:
+        calib = load_calibration(args.calibration)
+        fit = _fit_document(study, _split(observations, args), calib, args)
+        write_json_atomic(fit_path, fit)
+        print(f"fitted now ({fit['split']}), saved to {fit_path}")
+    params, calib = model_inputs(fit_path, args.calibration)
+    test = held_out(observations, fit)
+    if not test:
+        raise UsageError(
+            f"every configuration of {study} was used for fitting; nothing is left to score"
+        )
+    rows = score(test, params, calib)
+    summary = error_summary(rows)
+    report = study / "report"
+    figure_paths = figures.predicted_vs_measured(
+        rows, f"{study.name}: held-out configurations ({len(rows)})", report / VALIDATION_NAME
+    )
+    write_json_atomic(report / f"{VALIDATION_NAME}.json", {
+        "study": str(study), "fit": str(fit_path), "split": fit["split"],
+        "summary": summary, "rows": [_row_json(r) for r in rows],
+        "figures": [str(p) for p in figure_paths],
+    })  # fmt: skip
+    table = validation_table(rows, summary)
+    (report / f"{VALIDATION_NAME}.md").write_text(table, encoding="utf-8")
+    print(table)
+    print(f"figure: {', '.join(map(str, figure_paths))}")
+    return 0
+
+
+def _row_json(row: Scored) -> dict[str, Any]:
+    return {
+        "config": row.label, "arch": row.arch, "variant": row.arch_key, "model": row.model,
+        "measured_s": row.measured_s, "predicted_s": row.predicted_s,
+        "predicted_compute_s": row.predicted_compute_s, "predicted_exposed_comm_s": row.predicted_comm_s,
+        "error_pct": row.error * 100, "runs": row.runs,
+    }  # fmt: skip
+
+
+def validation_table(rows: list[Scored], summary: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| architecture | held-out configurations | MAPE | worst | worst configuration |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for name, s in summary.items():
+        lines.append(
+            f"| {name} | {s['configurations']} | {s['mape_pct']:.1f}% | "
+            f"{s['worst_pct']:.1f}% | {s['worst_config']} |"
+        )
+    lines += [
+        "",
+        "| configuration | measured step (ms) | predicted (ms) | error |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for row in sorted(rows, key=lambda r: (r.arch, r.label)):
+        lines.append(
+            f"| {row.label} | {row.measured_s * 1e3:.1f} | {row.predicted_s * 1e3:.1f} | "
+            f"{row.error * 100:+.1f}% |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- what-if
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(
+            f"{flag} must be a comma-separated list of integers, got {text!r}"
+        ) from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{flag} must list positive integers, got {text!r}")
+    return values
+
+
+def run_whatif(args: argparse.Namespace) -> int:
+    from archbench.perfmodel.units import parse_bandwidth
+    from archbench.perfmodel.whatif import whatif_curves
+
+    workers = _int_list(args.workers, "--workers")
+    bandwidths = [b.strip() for b in args.bandwidths.split(",") if b.strip()]
+    for bandwidth in bandwidths:
+        parse_bandwidth(bandwidth)
+    study = Path(args.study) if args.study else None
+    observations = study_observations(study) if study else []
+    fit_path = args.fit
+    if fit_path is None and study and (study / "report" / FIT_NAME).is_file():
+        fit_path = study / "report" / FIT_NAME
+    params, calib = model_inputs(fit_path, args.calibration)
+    models = (
+        args.models.split(",") if args.models else sorted({o.config.model for o in observations})
+    )
+    if not models:
+        raise UsageError("name --models or a study whose runs say which models to draw")
+    curves, batches = whatif_curves(
+        models, workers, bandwidths, params, calib, observations, args.batch_size
+    )
+    stem = Path(args.out) if args.out else (study or Path("runs")) / "report" / WHATIF_NAME
+    title = "predicted scaling, one worker per host; batch " + ", ".join(
+        f"{m} {b}/worker" for m, b in batches.items()
+    )
+    paths = figures.whatif_grid(curves, models, bandwidths, title, stem)
+    for (model, bandwidth), lines in curves.items():
+        print(f"{model} @ {bandwidth}: " + "; ".join(
+            f"{label} {points[-1][1]:.0f} samples/s at W={points[-1][0]}" for label, points in lines.items()
+        ))  # fmt: skip
+    print(f"figure: {', '.join(map(str, paths))}", file=sys.stdout)
+    return 0

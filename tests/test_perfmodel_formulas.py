@@ -1,0 +1,185 @@
+"""The cost formulas on cases worked by hand (numbers in the comments)."""
+
+from __future__ import annotations
+
+import pytest
+
+from archbench.errors import UsageError
+from archbench.perfmodel import formulas as F
+from archbench.perfmodel.calibration import Calibration, ComputeLine, fit_alpha_beta
+from archbench.perfmodel.predictor import (
+    ArchParams,
+    ModelParams,
+    StepConfig,
+    default_placement,
+    predict_step,
+)
+from archbench.perfmodel.units import parse_bandwidth
+
+M = 1e6  # bytes of gradients
+ALPHA = 1e-5  # s per message
+BETA = 1e-9  # s per byte (1 GB/s)
+NET = F.Network(inter=F.LinkCost(ALPHA, BETA), intra=F.LinkCost(0.0, 0.0))
+
+
+def one_per_host(workers: int) -> list[str]:
+    return [f"h{i}" for i in range(workers)]
+
+
+def test_ring_closed_form_by_hand() -> None:
+    # W=4: 2*3*1e-5 = 6e-5 latency + 2*3/4 * 1e6 * 1e-9 = 1.5e-3 bandwidth
+    assert F.ring_allreduce_s(M, 4, ALPHA, BETA) == pytest.approx(1.56e-3)
+    # gamma: (W-1)/W * M * g = 0.75 * 1e6 * 2e-9 = 1.5e-3 more
+    assert F.ring_allreduce_s(M, 4, ALPHA, BETA, gamma_s_per_byte=2e-9) == pytest.approx(3.06e-3)
+    # three fused buffers pay the latency three times: 3 * 6e-5 = 1.8e-4
+    assert F.ring_allreduce_s(M, 4, ALPHA, BETA, buffers=3) == pytest.approx(1.5e-3 + 1.8e-4)
+    assert F.ring_allreduce_s(M, 1, ALPHA, BETA) == 0.0
+
+
+def test_p2p_closed_form_by_hand() -> None:
+    # same bytes per node as the ring: 2(W-1)/W*M; contention 2 doubles the bandwidth term
+    assert F.p2p_exchange_s(M, 4, ALPHA, BETA) == pytest.approx(1.56e-3)
+    assert F.p2p_exchange_s(M, 4, ALPHA, BETA, contention=2.0) == pytest.approx(6e-5 + 3e-3)
+    # W=2: 2*1e-5 + 2*1/2*1e6*1e-9 = 1.02e-3
+    assert F.p2p_exchange_s(M, 2, ALPHA, BETA) == pytest.approx(1.02e-3)
+
+
+def test_one_ps_carries_2WM_through_its_link() -> None:
+    # W=4 workers, all remote: 2*1e-5 + 2*4*1e6*1e-9 = 8.02e-3
+    assert F.ps_single_server_s(M, 4, ALPHA, BETA) == pytest.approx(8.02e-3)
+    # one worker co-located with the server: only 3 load the link -> 2e-5 + 6e-3
+    assert F.ps_single_server_s(M, 3, ALPHA, BETA, workers=4) == pytest.approx(6.02e-3)
+
+
+def test_bus_bandwidth_and_overlap_and_async() -> None:
+    assert F.allreduce_bus_bandwidth(1e9, 4) == pytest.approx(1.5e9)  # 1e9 * 2*3/4
+    assert F.allreduce_bus_bandwidth(1e9, 2) == pytest.approx(1e9)
+    assert F.exposed_comm_s(10.0, 4.0, 0.5) == pytest.approx(8.0)  # 10 - 0.5*min(10,4)
+    assert F.exposed_comm_s(2.0, 4.0, 1.0) == pytest.approx(0.0)  # all hidden
+    assert F.exposed_comm_s(2.0, 4.0, 0.0) == pytest.approx(2.0)
+    assert F.async_step_s(0.1, 0.05, 0.2) == pytest.approx(0.2)  # the server link bounds
+    assert F.async_step_s(0.1, 0.05, 0.1) == pytest.approx(0.15)  # the worker's own cycle bounds
+    assert F.fusion_buffers(100 * 2**20, 64 * 2**20) == 2
+    assert F.fusion_buffers(10, None) == 1
+
+
+def test_shard_plans_by_hand() -> None:
+    sizes = [4, 1, 4, 1]  # kernel, bias, kernel, bias
+    # round-robin: 0,2 -> PS0 (8), 1,3 -> PS1 (2): both kernels land on one server
+    assert F.shard_plan(sizes, 2, "round-robin") == [8, 2]
+    # balanced: 4->PS0, 1->PS1, 4->PS1 (1 < 4), 1->PS0 (4 < 5) -> [5, 5]
+    assert F.shard_plan(sizes, 2, "balanced") == [5, 5]
+    assert F.shard_assignment(sizes, 2, "balanced") == [0, 1, 1, 0]
+    with pytest.raises(ValueError):
+        F.shard_plan(sizes, 2, "random")
+
+
+def test_placed_versions_reduce_to_closed_forms_with_one_rank_per_host() -> None:
+    for workers in (2, 3, 4, 8):
+        hosts = one_per_host(workers)
+        assert F.ring_allreduce_placed_s(M, hosts, NET) == pytest.approx(
+            F.ring_allreduce_s(M, workers, ALPHA, BETA)
+        )
+        assert F.p2p_exchange_placed_s(M, hosts, NET) == pytest.approx(
+            F.p2p_exchange_s(M, workers, ALPHA, BETA)
+        )
+        placement = F.Placement(hosts=("ps0", *hosts), roles=(F.PS,) + (F.WORKER,) * workers)
+        assert F.ps_placed([M], placement, NET).sync_comm_s == pytest.approx(
+            F.ps_single_server_s(M, workers, ALPHA, BETA)
+        )
+
+
+def test_placement_changes_which_link_is_loaded() -> None:
+    # Ring over A,B,A,B: each host has two ring edges leaving it, so every lock-step transfer
+    # of M/4 moves 2*M/4 over one link: 2*3 * (2 * 2.5e5 * 1e-9) = 3e-3 (+ 6e-5 latency)
+    interleaved = ["A", "B", "A", "B"]
+    assert F.ring_allreduce_placed_s(M, interleaved, NET) == pytest.approx(3e-3 + 6e-5)
+    # A,A,B,B: one edge leaves each host, as with one rank per host: 1.5e-3 + 6e-5
+    assert F.ring_allreduce_placed_s(M, ["A", "A", "B", "B"], NET) == pytest.approx(1.56e-3)
+    # P2P on A,A,B,B: per phase host A sends 2 ranks * 2 remote shards * M/4 = M -> 2*M*beta
+    assert F.p2p_exchange_placed_s(M, ["A", "A", "B", "B"], NET) == pytest.approx(2e-3 + 6e-5)
+    # Co-located PS, W=3: 2 remote workers -> push 2M, pull 2M through the PS host's link
+    colocated = F.Placement(hosts=("A", "A", "B", "C"), roles=(F.PS, F.WORKER, F.WORKER, F.WORKER))
+    assert F.ps_placed([M], colocated, NET).sync_comm_s == pytest.approx(2 * ALPHA + 4e-3)
+    # Two dedicated servers with a 3:1 plan: PS0's link carries 2 workers * 3e5 per phase
+    two_ps = F.Placement(hosts=("P", "Q", "A", "B"), roles=(F.PS, F.PS, F.WORKER, F.WORKER))
+    comm = F.ps_placed([3e5, 1e5], two_ps, NET)
+    assert comm.sync_comm_s == pytest.approx(2 * ALPHA + 2 * 6e5 * BETA)
+    # one worker alone moves 4e5 each way: 8e-4, plus its round trips
+    assert comm.own_comm_s == pytest.approx(2 * ALPHA + 8e-4)
+    assert comm.bottleneck_s == pytest.approx(1.2e-3)
+    # 0.1 ms of server time per tensor request, 3 tensors on PS0: 2 workers * 2 * 3 * 1e-4
+    busy = F.ps_placed([3e5, 1e5], two_ps, NET, per_request_s=1e-4, variables_per_ps=[3, 1])
+    assert busy.sync_comm_s == pytest.approx(2 * ALPHA + 1.2e-3 + 1.2e-3)
+    assert busy.own_comm_s == pytest.approx(2 * ALPHA + 8e-4 + 6e-4)
+
+
+def test_alpha_beta_fit_recovers_a_line() -> None:
+    sizes = [8, 1024, 65536, 1 << 20, 4 << 20]
+    times = [20e-6 + n * 2e-9 for n in sizes]
+    link = fit_alpha_beta(sizes, times)
+    assert link.alpha_s == pytest.approx(20e-6, rel=1e-3)
+    assert link.beta_s_per_byte == pytest.approx(2e-9, rel=1e-3)
+
+
+def _calib() -> Calibration:
+    return Calibration(
+        intra=F.LinkCost(0.0, 0.0),
+        inter=F.LinkCost(ALPHA, 1e-12),
+        compute={"toy": ComputeLine(fixed_s=0.001, per_sample_s=1e-4)},
+    )
+
+
+def test_predict_step_composes_compute_and_exposed_comm() -> None:
+    calib = _calib()
+    # 1 Gbit/s link -> beta = 8e-9 s/B. Ring, W=2, M=1e6: 2*1*1e-5 + 1e6*8e-9 = 8.02e-3
+    placement = default_placement("ring", 2, 0, "dedicated", None)
+    config = StepConfig("ring", "toy", 32, M, placement, bandwidth_bits=1e9)
+    plain = predict_step(config, ModelParams(), calib)
+    compute = 0.001 + 32 * 1e-4  # 4.2e-3
+    assert plain.compute_s == pytest.approx(compute)
+    assert plain.comm_s == pytest.approx(8.02e-3)
+    assert plain.step_s == pytest.approx(compute + 8.02e-3)
+    assert plain.samples_per_s == pytest.approx(64 / plain.step_s)
+    # half of the communication may hide behind compute: hides 0.5 * 4.2e-3
+    overlapped = predict_step(config, ModelParams(arch={"ring": ArchParams(overlap=0.5)}), calib)
+    assert overlapped.step_s == pytest.approx(compute + 8.02e-3 - 0.5 * compute)
+    # two processes sharing the cores at 0.5 slow-down each: compute x1.5
+    shared = StepConfig("ring", "toy", 32, M, placement, bandwidth_bits=1e9, cpu_sharing_ranks=2)
+    assert predict_step(shared, ModelParams(cpu_contention=0.5), calib).compute_s == pytest.approx(
+        1.5 * compute
+    )
+
+
+def test_predict_ps_sync_and_async_by_hand() -> None:
+    calib = _calib()
+    placement = default_placement("ps", 2, 1, "dedicated", None)
+    assert placement.roles == (F.PS, F.WORKER, F.WORKER)
+    sync = StepConfig("ps", "toy", 32, M, placement, bandwidth_bits=1e9)
+    # 2 workers * 1e6 B * 8e-9 s/B per phase, two phases: 3.2e-2, plus 2 * 1e-5
+    assert predict_step(sync, ModelParams(), calib).comm_s == pytest.approx(3.2e-2 + 2e-5)
+    asynchronous = StepConfig("ps", "toy", 32, M, placement, bandwidth_bits=1e9, sync=False)
+    pred = predict_step(asynchronous, ModelParams(), calib)
+    # own cycle 4.2e-3 + 2*8e-3 + 2e-5 = 2.022e-2 < server bound 3.2e-2
+    assert pred.step_s == pytest.approx(3.2e-2)
+
+
+def test_bandwidth_units() -> None:
+    assert parse_bandwidth("200mbit") == 200e6
+    assert parse_bandwidth("1gbit") == 1e9
+    assert parse_bandwidth("10 Gbit/s") == 10e9
+    assert parse_bandwidth("1mbps") == 8e6  # tc: bps means bytes per second
+    with pytest.raises(UsageError):
+        parse_bandwidth("fast")
+
+
+def test_unknown_inputs_are_usage_errors() -> None:
+    with pytest.raises(UsageError):
+        default_placement("ps", 2, 0, "dedicated", None)
+    with pytest.raises(UsageError):
+        default_placement("ps", 1, 2, "colocated", None)
+    config = StepConfig(
+        "ring", "nothing", 32, M, default_placement("ring", 2, 0, "dedicated", None)
+    )
+    with pytest.raises(UsageError):
+        predict_step(config, ModelParams(), _calib())
