@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from archbench.errors import UsageError
+from archbench.errors import OneLineArgumentParser, UsageError
 
 # subcommand -> module that registers it
 SUBCOMMANDS: dict[str, str] = {
@@ -30,8 +30,10 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="archbench", description=__doc__.splitlines()[0])
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = OneLineArgumentParser(prog="archbench", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=OneLineArgumentParser
+    )
     subparsers.required = True
     wanted = argv[0] if argv and argv[0] in SUBCOMMANDS else None
     for name, module_name in SUBCOMMANDS.items():

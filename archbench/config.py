@@ -112,13 +112,6 @@ def _shape(text: str) -> tuple[int, ...]:
     return dims
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse that reports bad input as one line and exit status 2 (its default status)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     from archbench.models import MODEL_NAMES_HELP
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from archbench.config import TrainConfig
 from archbench.data import ArrayDataset, BatchPlan, test_arrays, train_batches
-from archbench.models import global_norm
+from archbench.models import global_norm, parameter_digest
 from archbench.trainers.base import Trainer
 
 EVAL_BATCH = 1000
@@ -38,6 +38,7 @@ class LoopResult:
     test_accuracy: float | None = None
     time_to_target_s: float | None = None
     param_norm: float | None = None
+    param_digest: str | None = None
 
 
 def schedule(config: TrainConfig, plan: BatchPlan) -> tuple[int, int]:
@@ -140,7 +141,9 @@ def run_training(
     result.steps = step
     if trainer.is_chief:
         run_evaluation(result.epochs_run - 1, step)
-    result.param_norm = global_norm(trainer.weights())
+    final_weights = trainer.weights()
+    result.param_norm = global_norm(final_weights)
+    result.param_digest = parameter_digest(final_weights)
     return result
 
 

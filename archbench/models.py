@@ -139,3 +139,13 @@ def parameter_stats(model) -> dict:
 def global_norm(arrays) -> float:
     """Global L2 norm of a list of arrays, in float64 so every architecture rounds alike."""
     return float(np.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in arrays)))
+
+
+def parameter_digest(arrays) -> str:
+    """A fingerprint of the exact parameter bytes: equal on two ranks only if every bit is."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for array in arrays:
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:16]

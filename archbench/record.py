@@ -14,6 +14,92 @@ import uuid
 
 SCHEMA = "archbench.run/1"
 
+# The contract (README, "Run record"): keys every record carries; more may be added, none renamed.
+REQUIRED_KEYS = {
+    "": (
+        "schema",
+        "run_id",
+        "study",
+        "status",
+        "started_at",
+        "finished_at",
+        "config",
+        "cluster",
+        "env",
+        "model_stats",
+        "timing",
+        "comm",
+        "result",
+        "error",
+    ),
+    "config": (
+        "arch",
+        "model",
+        "dataset",
+        "batch_size",
+        "global_batch_size",
+        "epochs",
+        "steps",
+        "lr",
+        "optimizer",
+        "seed",
+        "sync",
+        "num_ps",
+        "ps_sharding",
+        "controller",
+        "fusion_threshold_mb",
+        "cycle_time_ms",
+        "compression",
+    ),
+    "cluster": (
+        "world_size",
+        "num_workers",
+        "num_ps",
+        "hosts",
+        "roles",
+        "launcher",
+        "hostfile",
+        "link",
+    ),
+    "env": (
+        "python",
+        "tensorflow",
+        "horovod",
+        "mpi",
+        "mpi4py",
+        "numpy",
+        "cpu",
+        "gpu",
+        "archbench",
+        "git_commit",
+    ),
+    "model_stats": ("params", "param_bytes"),
+    "timing": (
+        "wall_s",
+        "train_s",
+        "step_s_median",
+        "step_s_p90",
+        "compute_s_median",
+        "comm_s_median",
+        "samples_per_s",
+        "epochs",
+    ),
+    "comm": ("bytes_sent_per_step", "bytes_total"),
+    "result": ("final_loss", "test_accuracy", "param_norm", "target_accuracy", "time_to_target_s"),
+}
+
+
+def missing_keys(record: dict) -> list[str]:
+    """Contract keys absent from a record ("section.key"); empty for a complete ok record."""
+    missing = []
+    for section, keys in REQUIRED_KEYS.items():
+        holder = record if not section else record.get(section)
+        if not isinstance(holder, dict):
+            missing.append(section)
+            continue
+        missing.extend(f"{section}.{key}" if section else key for key in keys if key not in holder)
+    return missing
+
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")

@@ -15,7 +15,7 @@ import time
 import traceback
 
 from archbench.config import TrainConfig, add_train_arguments, config_from_args
-from archbench.errors import UsageError
+from archbench.errors import OneLineArgumentParser, UsageError
 from archbench.launch import (
     ProcessPlace,
     detect_place,
@@ -137,7 +137,7 @@ def _watch_stop_signals(state: RunState) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="archbench train", description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog="archbench train", description=__doc__.splitlines()[0])
     add_train_arguments(parser)
     return parser
 
@@ -237,7 +237,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         loop_result = run_training(config, trainer, data, log=log)
     else:
         trainer.serve()
-    norms = trainer.allgather_object(loop_result.param_norm if loop_result else None)
+    digests = trainer.allgather_object(loop_result.param_digest if loop_result else None)
     extra = trainer.extra_record()
     trainer.finish()
     if not trainer.is_chief:
@@ -257,7 +257,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     record_config["steps_run"] = loop_result.steps
     record_config["dataset_source"] = data.source
     record = {
-        "schema": "archbench.run/1",
+        "schema": SCHEMA,
         "run_id": config.run_id,
         "study": config.study,
         "status": "ok",
@@ -274,7 +274,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
             "last_train_loss": loop_result.last_loss,
             "test_accuracy": loop_result.test_accuracy,
             "param_norm": loop_result.param_norm,
-            "param_norm_per_rank": norms,
+            "param_digest_per_rank": digests,
             "target_accuracy": config.target_accuracy,
             "time_to_target_s": loop_result.time_to_target_s,
         },

@@ -82,6 +82,17 @@ if ! horovod_ok; then
   horovod_ok || fail "Horovod built without TensorFlow, MPI or Gloo support"
 fi
 
+# `source .venv/bin/activate` then gives users what mpirun/horovodrun need as root.
+if ! grep -q 'archbench: launcher environment' "$venv/bin/activate"; then
+  cat >> "$venv/bin/activate" <<'ACTIVATE'
+# archbench: launcher environment
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+ACTIVATE
+fi
+
 say "installing archbench (editable)"
 "${pip[@]}" install --no-deps --no-build-isolation -e . || fail "pip install -e ."
 "$py" -c 'import tensorflow, horovod.tensorflow, mpi4py, archbench' || fail "import check"

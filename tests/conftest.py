@@ -1,0 +1,67 @@
+"""Shared test fixtures: real processes launched the way users launch them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+
+
+def launch_env(**extra: str) -> dict[str, str]:
+    """The environment a user has after `source .venv/bin/activate` (as root)."""
+    env = dict(os.environ)
+    env.update(
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
+    )
+    env.update(extra)
+    return env
+
+
+def launcher_prefix(launcher: str | None, np: int) -> list[str]:
+    """The command words in front of `python -m archbench.train` for a launcher."""
+    if launcher is None:
+        return []
+    oversubscribe = ["--oversubscribe"] if np > (os.cpu_count() or 1) else []
+    if launcher == "mpirun":
+        return ["mpirun", "-np", str(np), *oversubscribe]
+    if launcher == "horovodrun":
+        return ["horovodrun", "-np", str(np), "-H", f"localhost:{np}"]
+    if launcher == "horovodrun-gloo":
+        return ["horovodrun", "--gloo", "-np", str(np), "-H", f"localhost:{np}"]
+    raise ValueError(launcher)
+
+
+def run_train(
+    args: list[str],
+    out: Path | None = None,
+    launcher: str | None = None,
+    np: int = 1,
+    timeout: float = 300,
+) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """Runs `python -m archbench.train ARGS` under a launcher; returns the process and records."""
+    command = [*launcher_prefix(launcher, np), sys.executable, "-m", "archbench.train", *args]
+    if out is not None:
+        command += ["--out", str(out)]
+    proc = subprocess.run(
+        command, cwd=REPO, env=launch_env(), capture_output=True, text=True, timeout=timeout
+    )
+    records = []
+    if out is not None and out.exists():
+        records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    return proc, records
+
+
+@pytest.fixture
+def train():
+    """`train(args, out=..., launcher=..., np=...)` -> (process, records)."""
+    return run_train
