@@ -1,0 +1,206 @@
+"""The exact command of a run: rank layout over hosts, the hostfile, and the launcher's argv.
+
+Ranks fill hostfile lines in order (`--map-by slot` for mpirun; horovodrun does the same), so a
+layout is a list of (host, ranks) blocks in rank order. For `ps`, ranks 0..K-1 are the parameter
+servers and the rest are workers (archbench.train's convention), so:
+
+- `packed`: fill hosts in order up to their slots;
+- `spread`: ranks split as evenly as possible over as many hosts as there are ranks;
+- `dedicated` (ps): the PS ranks alone on the first host, workers spread over the others;
+- `colocated` (ps): the same worker hosts as `dedicated`, with the PS ranks on the first of them;
+- any other placement level is a hostfile path, passed to the launcher as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from archbench.errors import UsageError
+from archbench.sweep.hosts import ClusterTarget
+from archbench.sweep.parameters import MULTI_PROCESS, PLACEMENT_POLICIES, SETTINGS
+
+Layout = tuple[tuple[str, int], ...]
+
+
+def read_hostfile(path: str) -> list[tuple[str, int]]:
+    """(host, slots) from an Open MPI style hostfile (`host slots=N`, comments with #)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"hostfile {path}: {exc.strerror or exc}") from None
+    hosts: list[tuple[str, int]] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = line.split()
+        slots = 1
+        for word in words[1:]:
+            key, _, value = word.partition("=")
+            if key in ("slots", "max_slots", "max-slots") and value.isdigit() and int(value) > 0:
+                if key == "slots":
+                    slots = int(value)
+            else:
+                raise UsageError(
+                    f"hostfile {path}:{number}: cannot read {word!r} (expected slots=N)"
+                )
+        hosts.append((words[0], slots))
+    if not hosts:
+        raise UsageError(f"hostfile {path}: names no host")
+    return hosts
+
+
+def _split(ranks: int, bins: int) -> list[int]:
+    base, extra = divmod(ranks, bins)
+    return [base + (1 if index < extra else 0) for index in range(bins)]
+
+
+def _check_slots(
+    layout: list[tuple[str, int]], hosts: dict[str, int], config: dict[str, Any], what: str
+) -> Layout:
+    for host, ranks in layout:
+        if ranks > hosts[host]:
+            raise UsageError(
+                f"configuration {_describe(config)}: {what} puts {ranks} ranks on {host}, which has "
+                f"{hosts[host]} slots (raise cluster.slots, or exclude this configuration)"
+            )
+    return tuple((host, ranks) for host, ranks in layout if ranks > 0)
+
+
+def _describe(config: dict[str, Any]) -> str:
+    keys = ("arch", "workers", "num_ps", "placement")
+    return " ".join(f"{key}={config[key]}" for key in keys if key in config)
+
+
+def layout_for(config: dict[str, Any], target: ClusterTarget) -> Layout:
+    """Where each rank of this configuration goes; UsageError when the cluster cannot hold it."""
+    arch = config["arch"]
+    if arch not in MULTI_PROCESS:
+        return ((target.hosts[0][0], 1),)
+    workers = config["workers"]
+    num_ps = config.get("num_ps", 1) if arch == "ps" else 0
+    world = workers + num_ps
+    placement = config.get("placement", "packed")
+    if placement not in PLACEMENT_POLICIES:
+        hosts = read_hostfile(placement)
+        if sum(slots for _, slots in hosts) < world:
+            raise UsageError(
+                f"configuration {_describe(config)}: {world} ranks but hostfile {placement} has "
+                f"{sum(slots for _, slots in hosts)} slots"
+            )
+        return tuple(_fill(hosts, world))
+    hosts = list(target.hosts)
+    if world > target.total_slots:
+        raise UsageError(
+            f"configuration {_describe(config)}: {world} ranks but the {target.kind} cluster has "
+            f"{target.total_slots} slots (raise cluster.slots, or exclude this configuration)"
+        )
+    capacity = dict(hosts)
+    names = [name for name, _ in hosts]
+    if target.one_host or placement == "packed":
+        return tuple(_fill(hosts, world))
+    if placement == "spread":
+        used = names[: min(world, len(names))]
+        return _check_slots(
+            list(zip(used, _split(world, len(used)), strict=True)), capacity, config, "spread"
+        )
+    # dedicated / colocated: only ps keeps these levels (normalisation drops them elsewhere)
+    worker_hosts = names[1 : 1 + min(workers, len(names) - 1)]
+    shares = _split(workers, len(worker_hosts))
+    if placement == "dedicated":
+        blocks = [(names[0], num_ps), *zip(worker_hosts, shares, strict=True)]
+    else:
+        colocated_hosts = names[: len(worker_hosts)]
+        blocks = list(zip(colocated_hosts, shares, strict=True))
+        blocks[0] = (blocks[0][0], blocks[0][1] + num_ps)
+    return _check_slots(blocks, capacity, config, placement)
+
+
+def _fill(hosts: list[tuple[str, int]], world: int) -> list[tuple[str, int]]:
+    blocks, left = [], world
+    for host, slots in hosts:
+        if left == 0:
+            break
+        take = min(slots, left)
+        blocks.append((host, take))
+        left -= take
+    return blocks
+
+
+def hostfile_text(layout: Layout) -> str:
+    return "".join(f"{host} slots={ranks}\n" for host, ranks in layout)
+
+
+def train_argv(config: dict[str, Any], python: str, out: str, run_id: str, study: str) -> list[str]:
+    """`python -m archbench.train ...` with every train setting of the configuration."""
+    argv = [python, "-m", "archbench.train"]
+    for name, value in config.items():
+        flag = SETTINGS[name].train_flag
+        if not flag:
+            continue
+        if name == "sync":
+            argv.append("--sync" if value else "--async")
+        else:
+            argv += [flag, str(value)]
+    argv += ["--out", out, "--run-id", run_id, "--study", study]
+    return argv + list(config.get("extra_args", []))
+
+
+def horovodrun_path(python: str) -> str:
+    """The horovodrun installed beside the interpreter that runs training."""
+    candidate = Path(python).parent / "horovodrun"
+    return str(candidate) if candidate.exists() else "horovodrun"
+
+
+def launch_argv(
+    config: dict[str, Any],
+    train: list[str],
+    hostfile: str | None,
+    world_size: int,
+    launcher_args: list[str],
+    forward_env: list[str],
+) -> list[str]:
+    """The whole command: train alone for `single`, else under mpirun or horovodrun."""
+    if config["arch"] not in MULTI_PROCESS:
+        return train
+    assert hostfile is not None
+    if config.get("launcher", "mpirun") == "horovodrun":
+        argv = [horovodrun_path(train[0]), "-np", str(world_size), "--hostfile", hostfile]
+        if config.get("controller"):
+            argv.append(f"--{config['controller']}")
+        return argv + launcher_args + train
+    argv = [
+        "mpirun",
+        "-np",
+        str(world_size),
+        "--hostfile",
+        hostfile,
+        "--map-by",
+        "slot",
+        "--bind-to",
+        "none",
+    ]
+    for name in forward_env:
+        argv += ["-x", name]
+    return argv + launcher_args + train
+
+
+def default_python() -> str:
+    return sys.executable or "python3"
+
+
+def shell_line(argv: list[str], env: dict[str, str] | None = None) -> str:
+    """The command as one line a person can paste into a shell."""
+    prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in (env or {}).items())
+    return (prefix + " " if prefix else "") + shlex.join(argv)
+
+
+def root_mpi_env() -> dict[str, str]:
+    """Open MPI refuses to run as root without these."""
+    if os.geteuid() != 0:
+        return {}
+    return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}

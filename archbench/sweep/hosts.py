@@ -1,0 +1,81 @@
+"""Where a study's runs go: this machine, the emulated cluster, or the hosts of a Slurm allocation."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from archbench.errors import UsageError
+from archbench.sweep import slurm
+from archbench.sweep.spec import StudySpec
+
+LOCALHOST = "localhost"
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    kind: str  # localhost | emulated | slurm
+    hosts: tuple[tuple[str, int], ...]  # (host name as the launcher reaches it, slots)
+    bandwidth: str | None = None  # emulated: the link rate when bandwidth is not a factor
+    manage: bool = True  # emulated: bring it up/down around the study
+
+    @property
+    def total_slots(self) -> int:
+        return sum(slots for _, slots in self.hosts)
+
+    @property
+    def one_host(self) -> bool:
+        return len(self.hosts) == 1
+
+    def describe(self) -> str:
+        hosts = ", ".join(f"{name}:{slots}" for name, slots in self.hosts)
+        link = f", links {self.bandwidth}" if self.bandwidth else ""
+        return f"{self.kind} ({hosts}{link})"
+
+
+DEFAULT_BANDWIDTH = "1gbit"
+
+
+def emulated_node_names(count: int, prefix: str = "node") -> list[str]:
+    """Names of the emulated cluster's nodes, as `archbench cluster up --nodes N` creates them."""
+    return [f"{prefix}{index}" for index in range(1, count + 1)]
+
+
+def emulation_unavailable() -> str | None:
+    """Why the emulated cluster cannot be used here (root, tools), or None."""
+    try:
+        from archbench.cluster.preflight import cluster_unavailable_reason
+    except ImportError:
+        return "this build has no emulated cluster (archbench.cluster)"
+    return cluster_unavailable_reason()
+
+
+def _running_bandwidth(name: str) -> str | None:
+    from archbench.cluster.state import is_up, load_state
+
+    state = load_state(name)
+    return state.bandwidth if state is not None and is_up(state) else None
+
+
+def resolve_target(
+    spec: StudySpec, kind: str | None = None, env: dict[str, str] | None = None
+) -> ClusterTarget:
+    """The cluster for this sweep: `kind` (from --cluster) overrides the spec's cluster.kind."""
+    cluster = spec.cluster
+    kind = kind or cluster.kind
+    if kind == "auto":
+        kind = "localhost" if emulation_unavailable() else "emulated"
+    if kind == "localhost":
+        slots = cluster.slots or os.cpu_count() or 1
+        return ClusterTarget("localhost", ((LOCALHOST, slots),))
+    if kind == "emulated":
+        reason = emulation_unavailable()
+        if reason:
+            raise UsageError(f"--cluster emulated: {reason}; use --cluster localhost")
+        slots = cluster.slots or os.cpu_count() or 1
+        hosts = tuple((name, slots) for name in emulated_node_names(cluster.nodes, cluster.prefix))
+        bandwidth = cluster.bandwidth or _running_bandwidth(cluster.name) or DEFAULT_BANDWIDTH
+        return ClusterTarget("emulated", hosts, bandwidth=bandwidth, manage=cluster.manage)
+    if kind == "slurm":
+        return ClusterTarget("slurm", tuple(slurm.allocation_hosts(env)))
+    raise UsageError(f"unknown cluster kind {kind!r} (localhost, emulated, slurm or auto)")

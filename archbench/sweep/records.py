@@ -1,0 +1,216 @@
+"""The record a sweep keeps for a run: the train command's own record when there is one, or one
+built from what the driver saw (a crash, a timeout, a configuration the command refused), always
+with the run's sweep details and, for a failure, the tail of its log."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+from archbench.record import SCHEMA, environment, now_iso, read_records
+from archbench.sweep.plan import PlannedRun
+from archbench.sweep.runner import ProcessOutcome
+
+LOG_TAIL_LINES = 40
+LOG_TAIL_CHARS = 4000
+_USAGE_LINE = re.compile(r"archbench \w+: error: (.*)")
+
+
+def log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        data = log_path.read_bytes()[-64 * 1024 :]
+    except OSError:
+        return ""
+    text = data.decode(errors="replace")
+    return "\n".join(text.splitlines()[-lines:])[-LOG_TAIL_CHARS:]
+
+
+def train_record(path: Path, run_id: str) -> dict[str, Any] | None:
+    """The record the chief wrote for this run (the last one, if a rank wrote twice)."""
+    mine = [r for r in read_records(str(path)) if r.get("run_id") == run_id]
+    return mine[-1] if mine else None
+
+
+def _usage_message(tail: str) -> str | None:
+    for line in reversed(tail.splitlines()):
+        match = _USAGE_LINE.search(line)
+        if match:
+            return match.group(1).strip()
+    return None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def classify(
+    outcome: ProcessOutcome, own: dict[str, Any] | None, tail: str, timeout_s: float
+) -> tuple[str, dict | None]:
+    """(status, error) of a run from how it ended and what it wrote."""
+    if outcome.timed_out:
+        return "timeout", {
+            "type": "Timeout",
+            "message": f"no result after the run's {timeout_s:g} s timeout; its process tree was stopped "
+            "(SIGTERM, then SIGKILL)",
+        }
+    if own is not None and own.get("status") == "ok":
+        return "ok", None
+    if own is not None and own.get("error"):
+        return "failed", dict(own["error"])
+    code = outcome.returncode
+    if code == 2:
+        message = (
+            _usage_message(tail) or "the training command rejected its arguments (exit status 2)"
+        )
+        return "failed", {"type": "InvalidConfiguration", "message": message}
+    if code < 0:
+        return "failed", {"type": "Killed", "message": f"killed by {_signal_name(-code)}"}
+    if code > 128 and code - 128 < 65:
+        return "failed", {
+            "type": "Killed",
+            "message": f"exit status {code} ({_signal_name(code - 128)})",
+        }
+    if code == 0:
+        return "failed", {
+            "type": "MissingRecord",
+            "message": "the command ended without writing a run record",
+        }
+    last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+    return "failed", {
+        "type": "Crashed",
+        "message": f"exit status {code}" + (f": {last}" if last else ""),
+    }
+
+
+def _record_config(run: PlannedRun) -> dict[str, Any]:
+    """The config object of the record contract, from the planned configuration."""
+    from archbench.config import TrainConfig
+
+    fields = TrainConfig.__dataclass_fields__
+    values = {k: v for k, v in run.config.items() if k in fields and k != "extra"}
+    if "synthetic_shape" in values:
+        values["synthetic_shape"] = tuple(int(d) for d in str(values["synthetic_shape"]).split("x"))
+    config = TrainConfig(**values)
+    if config.epochs is None and config.steps is None:
+        config.epochs = 1
+    record = config.as_record(run.world_size, run.num_workers)
+    record["controller"] = run.config.get("controller", {"p2p": "mpi", "ps": "grpc"}.get(run.arch))
+    return record
+
+
+def _record_cluster(run: PlannedRun, hostfile: str | None) -> dict[str, Any]:
+    hosts = [host for host, ranks in run.layout for _ in range(ranks)]
+    roles = ["ps"] * run.num_ps + ["worker"] * run.num_workers
+    return {
+        "world_size": run.world_size,
+        "num_workers": run.num_workers,
+        "num_ps": run.num_ps,
+        "hosts": hosts,
+        "roles": roles,
+        "launcher": "none" if run.arch == "single" else run.config.get("launcher", "mpirun"),
+        "hostfile": hostfile,
+        "link": run.config.get("bandwidth"),
+    }
+
+
+def build(
+    run: PlannedRun,
+    study: str,
+    outcome: ProcessOutcome,
+    run_dir: Path,
+    command: str,
+    hostfile: str | None,
+    started_at: str,
+    finished_at: str,
+    attempt: int,
+    cluster_kind: str,
+) -> dict[str, Any]:
+    """The one record results.jsonl keeps for this run."""
+    log_path = run_dir / "log.txt"
+    own = train_record(run_dir / "record.jsonl", run.run_id)
+    tail = log_tail(log_path)
+    status, error = classify(outcome, own, tail, run.timeout_s)
+    if own is not None:
+        record = dict(own)
+    else:
+        record = {
+            "schema": SCHEMA,
+            "run_id": run.run_id,
+            "study": study,
+            "status": status,
+            "started_at": started_at,
+            "finished_at": finished_at,
+            "config": _record_config(run),
+            "cluster": _record_cluster(run, hostfile),
+            "env": environment(),
+            "model_stats": {},
+            "timing": {"wall_s": outcome.wall_s},
+            "comm": {},
+            "result": {},
+            "error": None,
+        }
+    record["run_id"], record["study"], record["status"] = run.run_id, study, status
+    if error is not None:
+        record["error"] = {**error, "log_tail": tail}
+    config = record.setdefault("config", {})
+    for key in ("workers", "placement", "bandwidth", "launcher"):
+        if key in run.config:
+            config.setdefault(key, run.config[key])
+    record["sweep"] = {
+        "factors": run.factors,
+        "repetition": run.repetition,
+        "attempt": attempt,
+        "config": run.config,
+        "command": command,
+        "hostfile": hostfile,
+        "log": str(log_path),
+        "exit_status": outcome.returncode,
+        "timed_out": outcome.timed_out,
+        "timeout_s": run.timeout_s,
+        "driver_wall_s": round(outcome.wall_s, 3),
+        "stragglers_killed": outcome.stragglers_killed,
+        "cluster": cluster_kind,
+        "recorded_at": now_iso(),
+    }
+    return record
+
+
+def write_outcome(
+    run_dir: Path, outcome: ProcessOutcome, started_at: str, finished_at: str
+) -> None:
+    """How the run ended, written before its record goes to results.jsonl (for recovery)."""
+    target = run_dir / "outcome.json"
+    scratch = run_dir / ".outcome.json.tmp"
+    scratch.write_text(
+        json.dumps(
+            {
+                "returncode": outcome.returncode,
+                "timed_out": outcome.timed_out,
+                "wall_s": outcome.wall_s,
+                "stragglers_killed": outcome.stragglers_killed,
+                "started_at": started_at,
+                "finished_at": finished_at,
+            }
+        )
+    )
+    scratch.replace(target)
+
+
+def read_outcome(run_dir: Path) -> tuple[ProcessOutcome, str, str] | None:
+    try:
+        data = json.loads((run_dir / "outcome.json").read_text())
+        outcome = ProcessOutcome(
+            int(data["returncode"]),
+            bool(data["timed_out"]),
+            float(data["wall_s"]),
+            int(data.get("stragglers_killed", 0)),
+        )
+        return outcome, data["started_at"], data["finished_at"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,460 @@
+"""Study specs: load a `runs/<study>.yaml`, check every part of it, and hold it as a StudySpec.
+
+Every problem raises UsageError with one line naming the key and what it accepts, before anything
+starts. The format is documented in runs/README.md.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archbench.errors import UsageError
+from archbench.sweep.parameters import LevelError, setting
+
+DESIGN_KINDS = ("full_factorial", "random", "latin_hypercube", "one_at_a_time")
+CLUSTER_KINDS = ("auto", "localhost", "emulated", "slurm")
+ORDERS = ("random", "design")
+_STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_TOP_KEYS = {
+    "study",
+    "description",
+    "seed",
+    "repetitions",
+    "seed_per_repetition",
+    "order",
+    "timeout_s",
+    "timeouts",
+    "launcher_args",
+    "python",
+    "env",
+    "cluster",
+    "fixed",
+    "factors",
+    "design",
+    "exclude",
+}
+_CLUSTER_KEYS = {"kind", "slots", "nodes", "bandwidth", "manage", "name", "prefix"}
+
+
+@dataclass(frozen=True)
+class NumericRange:
+    """A continuous factor for random and latin_hypercube designs: low..high, optionally log-scaled."""
+
+    low: float
+    high: float
+    log: bool = False
+    integer: bool = False
+
+    def at(self, fraction: float) -> float | int:
+        """The value at `fraction` (0..1) of the range."""
+        if self.log:
+            value = math.exp(
+                math.log(self.low) + fraction * (math.log(self.high) - math.log(self.low))
+            )
+        else:
+            value = self.low + fraction * (self.high - self.low)
+        if self.integer:
+            return int(min(self.high, max(self.low, math.floor(value + 0.5))))
+        return float(f"{value:.6g}")  # stable text, hence a stable run id
+
+
+Levels = list[Any] | NumericRange
+
+
+@dataclass(frozen=True)
+class Design:
+    kind: str
+    n: int = 0
+    base: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    kind: str = "auto"
+    slots: int | None = None  # per host; localhost default: the cores of this machine
+    nodes: int = 2  # emulated cluster size
+    bandwidth: str | None = None  # emulated link rate when not a factor
+    manage: bool = True  # emulated: bring it up when down, and down again at the end
+    name: str = "emulated"  # emulated: the cluster's name (archbench cluster up --name)
+    prefix: str = "node"  # emulated: node names are <prefix>1..<prefix>N
+
+
+@dataclass(frozen=True)
+class TimeoutRule:
+    when: dict[str, Any]
+    timeout_s: float
+
+
+@dataclass
+class StudySpec:
+    name: str
+    path: Path
+    results_dir: Path
+    description: str = ""
+    seed: int = 1
+    repetitions: int = 1
+    seed_per_repetition: bool = True
+    order: str = "random"
+    timeout_s: float = 600.0
+    timeouts: list[TimeoutRule] = field(default_factory=list)
+    launcher_args: list[str] = field(default_factory=list)
+    python: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
+    fixed: dict[str, Any] = field(default_factory=dict)
+    factors: dict[str, Levels] = field(default_factory=dict)
+    design: Design = field(default_factory=lambda: Design("full_factorial"))
+    exclude: list[dict[str, Any]] = field(default_factory=list)
+
+    def timeout_for(self, config: dict[str, Any]) -> float:
+        """The first matching rule's timeout, else the study's."""
+        for rule in self.timeouts:
+            if all(config.get(key) == value for key, value in rule.when.items()):
+                return rule.timeout_s
+        return self.timeout_s
+
+
+def load_spec(
+    path: str | os.PathLike[str], results_root: str | os.PathLike[str] | None = None
+) -> StudySpec:
+    """Reads and validates a study spec. Results go to `<results_root>/<study>/` (default: beside it)."""
+    import yaml
+
+    spec_path = Path(path)
+    if not spec_path.is_file():
+        raise UsageError(f"{path}: no such study spec")
+    try:
+        raw = yaml.safe_load(spec_path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"{path}:{where} not valid YAML ({problem})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read ({exc})") from None
+    return parse_spec(raw, spec_path, results_root)
+
+
+def parse_spec(
+    raw: Any, spec_path: Path, results_root: str | os.PathLike[str] | None = None
+) -> StudySpec:
+    """Validates the parsed YAML document of a study spec."""
+    where = str(spec_path)
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: a study spec is a mapping (study:, factors:, design: ...)")
+    unknown = sorted(set(map(str, raw)) - _TOP_KEYS)
+    if unknown:
+        raise UsageError(
+            f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_TOP_KEYS))})"
+        )
+
+    name = str(raw.get("study") or spec_path.stem)
+    if not _STUDY_NAME.match(name):
+        raise UsageError(f"{where}: study name {name!r} must be letters, digits, '_', '-' or '.'")
+    root = Path(results_root) if results_root is not None else spec_path.parent
+    spec = StudySpec(name=name, path=spec_path, results_dir=root / name)
+    spec.description = str(raw.get("description") or "")
+    spec.seed = _int(raw, "seed", 1, where, minimum=0)
+    spec.repetitions = _int(raw, "repetitions", 1, where, minimum=1)
+    spec.seed_per_repetition = _bool(raw, "seed_per_repetition", True, where)
+    spec.order = _choice(raw, "order", "random", ORDERS, where)
+    spec.timeout_s = _positive_number(raw.get("timeout_s", 600), "timeout_s", where)
+    spec.timeouts = _timeouts(raw.get("timeouts"), where)
+    spec.launcher_args = _words(raw.get("launcher_args", []), "launcher_args", where)
+    spec.python = str(raw["python"]) if raw.get("python") else None
+    spec.env = _env(raw.get("env"), where)
+    spec.cluster = _cluster(raw.get("cluster"), where)
+    spec.fixed = _fixed(raw.get("fixed"), where)
+    spec.factors = _factors(raw.get("factors"), where)
+    overlap = sorted(set(spec.fixed) & set(spec.factors))
+    if overlap:
+        raise UsageError(f"{where}: {overlap[0]!r} is both fixed and a factor; keep one")
+    spec.design = _design(raw.get("design", "full_factorial"), spec.factors, where)
+    spec.exclude = _exclude(raw.get("exclude"), spec, where)
+    for rule in spec.timeouts:
+        _check_known_values(rule.when, spec, f"{where}: timeouts")
+    if "epochs" in spec.fixed and "steps" in spec.fixed:
+        raise UsageError(f"{where}: fixed sets both epochs and steps; a run trains for one of them")
+    return spec
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def _int(raw: dict, key: str, default: int, where: str, minimum: int) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UsageError(f"{where}: {key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _bool(raw: dict, key: str, default: bool, where: str) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise UsageError(f"{where}: {key} must be true or false, got {value!r}")
+    return value
+
+
+def _choice(raw: dict, key: str, default: str, choices: tuple[str, ...], where: str) -> str:
+    value = raw.get(key, default)
+    if value not in choices:
+        raise UsageError(f"{where}: {key} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _positive_number(value: Any, key: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise UsageError(f"{where}: {key} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _words(value: Any, key: str, where: str) -> list[str]:
+    if isinstance(value, str):
+        return value.split()
+    if not isinstance(value, list) or not all(isinstance(v, str | int | float) for v in value):
+        raise UsageError(f"{where}: {key} must be a list of command-line words, got {value!r}")
+    return [str(v) for v in value]
+
+
+def _env(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: env must map variable names to values, got {value!r}")
+    env = {}
+    for key, text in value.items():
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(key)):
+            raise UsageError(f"{where}: env: {key!r} is not an environment variable name")
+        if isinstance(text, dict | list) or text is None:
+            raise UsageError(f"{where}: env: {key} must be a single value, got {text!r}")
+        env[str(key)] = str(text).lower() if isinstance(text, bool) else str(text)
+    return env
+
+
+def _cluster(value: Any, where: str) -> ClusterSpec:
+    if value is None:
+        return ClusterSpec()
+    if isinstance(value, str):
+        value = {"kind": value}
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: cluster must be a mapping (kind:, slots:, nodes:, bandwidth:)")
+    unknown = sorted(set(map(str, value)) - _CLUSTER_KEYS)
+    if unknown:
+        raise UsageError(
+            f"{where}: cluster: unknown key {unknown[0]!r} (known: {', '.join(sorted(_CLUSTER_KEYS))})"
+        )
+    kind = _choice(value, "kind", "auto", CLUSTER_KINDS, f"{where}: cluster")
+    slots = value.get("slots")
+    if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or slots < 1):
+        raise UsageError(f"{where}: cluster: slots must be a positive integer, got {slots!r}")
+    nodes = _int(value, "nodes", 2, f"{where}: cluster", minimum=1)
+    bandwidth = value.get("bandwidth")
+    if bandwidth is not None:
+        try:
+            bandwidth = setting("bandwidth").coerce(bandwidth)
+        except LevelError as exc:
+            raise UsageError(f"{where}: cluster: bandwidth {exc}") from None
+    manage = _bool(value, "manage", True, f"{where}: cluster")
+    name = str(value.get("name", "emulated"))
+    prefix = str(value.get("prefix", "node"))
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$", name) or not re.match(
+        r"^[a-z][a-z-]{0,9}$", prefix
+    ):
+        raise UsageError(
+            f"{where}: cluster: name must be 1-40 letters, digits, '.', '_', '-' and prefix 1-10 lower-case letters"
+        )
+    return ClusterSpec(
+        kind=kind,
+        slots=slots,
+        nodes=nodes,
+        bandwidth=bandwidth,
+        manage=manage,
+        name=name,
+        prefix=prefix,
+    )
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    try:
+        return setting(name).coerce(value)
+    except LevelError as exc:
+        raise UsageError(f"{where}: {name}: {exc}") from None
+
+
+def _known_setting(name: Any, where: str) -> str:
+    try:
+        setting(str(name))
+    except LevelError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    return str(name)
+
+
+def _fixed(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: fixed must map settings to values, got {value!r}")
+    return {
+        _known_setting(name, f"{where}: fixed"): _coerce(str(name), level, f"{where}: fixed")
+        for name, level in value.items()
+    }
+
+
+def _factors(value: Any, where: str) -> dict[str, Levels]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: factors must map settings to lists of levels, got {value!r}")
+    factors: dict[str, Levels] = {}
+    for raw_name, levels in value.items():
+        name = _known_setting(raw_name, f"{where}: factors")
+        context = f"{where}: factors: {name}"
+        if isinstance(levels, dict):
+            factors[name] = _numeric_range(name, levels, context)
+            continue
+        if not isinstance(levels, list) or not levels:
+            raise UsageError(
+                f"{context}: give a non-empty list of levels (or min:/max: for a numeric range)"
+            )
+        coerced = [_coerce(name, level, f"{where}: factors") for level in levels]
+        seen: list[Any] = []
+        for level in coerced:
+            if level in seen:
+                raise UsageError(f"{context}: level {level!r} is listed twice")
+            seen.append(level)
+        factors[name] = coerced
+    return factors
+
+
+def _numeric_range(name: str, levels: dict, context: str) -> NumericRange:
+    if not setting(name).numeric:
+        raise UsageError(
+            f"{context}: a min/max range needs a numeric setting; give a list of levels"
+        )
+    unknown = sorted(set(map(str, levels)) - {"min", "max", "log"})
+    if unknown or "min" not in levels or "max" not in levels:
+        raise UsageError(f"{context}: a range is {{min: A, max: B}} with optional log: true")
+    low = _coerce(name, levels["min"], context)
+    high = _coerce(name, levels["max"], context)
+    if not low < high:
+        raise UsageError(f"{context}: min ({low}) must be below max ({high})")
+    log = levels.get("log", False)
+    if not isinstance(log, bool) or (log and low <= 0):
+        raise UsageError(f"{context}: log must be true or false, and a log range needs min > 0")
+    return NumericRange(float(low), float(high), log=log, integer=setting(name).kind == "int")
+
+
+def _design(value: Any, factors: dict[str, Levels], where: str) -> Design:
+    if isinstance(value, str):
+        kind, options = value, {}
+    elif isinstance(value, dict) and len(value) == 1:
+        kind, options = next(iter(value.items()))
+        options = options or {}
+    else:
+        raise UsageError(
+            f"{where}: design must be one of {', '.join(DESIGN_KINDS)} (or e.g. random: {{n: 10}})"
+        )
+    if kind not in DESIGN_KINDS:
+        raise UsageError(f"{where}: design {kind!r} is not one of {', '.join(DESIGN_KINDS)}")
+    if not isinstance(options, dict):
+        raise UsageError(f"{where}: design {kind}: options must be a mapping, got {options!r}")
+    context = f"{where}: design {kind}"
+    ranges = [name for name, levels in factors.items() if isinstance(levels, NumericRange)]
+    if kind in ("full_factorial", "one_at_a_time") and ranges:
+        raise UsageError(
+            f"{context}: factor {ranges[0]!r} is a range; list its levels or use random/latin_hypercube"
+        )
+    if kind in ("random", "latin_hypercube"):
+        unknown = sorted(set(map(str, options)) - {"n"})
+        if unknown:
+            raise UsageError(f"{context}: unknown option {unknown[0]!r} (known: n)")
+        n = options.get("n")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise UsageError(f"{context}: n must be a positive integer, got {n!r}")
+        if kind == "latin_hypercube" and not any(
+            isinstance(levels, NumericRange) or setting(name).numeric
+            for name, levels in factors.items()
+        ):
+            raise UsageError(
+                f"{context}: needs at least one numeric factor (e.g. lr, batch_size, workers)"
+            )
+        return Design(kind, n=n)
+    if kind == "one_at_a_time":
+        unknown = sorted(set(map(str, options)) - {"base"})
+        if unknown:
+            raise UsageError(f"{context}: unknown option {unknown[0]!r} (known: base)")
+        base = options.get("base") or {}
+        if not isinstance(base, dict):
+            raise UsageError(f"{context}: base must map factors to one of their levels")
+        resolved = {}
+        for name, level in base.items():
+            if name not in factors:
+                raise UsageError(f"{context}: base names {name!r}, which is not a factor")
+            level = _coerce(str(name), level, context)
+            if level not in factors[name]:
+                raise UsageError(
+                    f"{context}: base level {level!r} of {name!r} is not among its levels"
+                )
+            resolved[str(name)] = level
+        for name, levels in factors.items():
+            resolved.setdefault(name, levels[0])  # type: ignore[index]
+        return Design(kind, base=resolved)
+    if options:
+        raise UsageError(f"{context}: takes no options")
+    return Design(kind)
+
+
+def _timeouts(value: Any, where: str) -> list[TimeoutRule]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise UsageError(f"{where}: timeouts must be a list of {{when: {{...}}, timeout_s: N}}")
+    rules = []
+    for item in value:
+        if (
+            not isinstance(item, dict)
+            or set(item) != {"when", "timeout_s"}
+            or not isinstance(item["when"], dict)
+        ):
+            raise UsageError(
+                f"{where}: timeouts: each rule is {{when: {{setting: level}}, timeout_s: N}}, got {item!r}"
+            )
+        when = {
+            _known_setting(k, f"{where}: timeouts"): _coerce(str(k), v, f"{where}: timeouts")
+            for k, v in item["when"].items()
+        }
+        rules.append(
+            TimeoutRule(when, _positive_number(item["timeout_s"], "timeouts: timeout_s", where))
+        )
+    return rules
+
+
+def _exclude(value: Any, spec: StudySpec, where: str) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) and item for item in value):
+        raise UsageError(f"{where}: exclude must be a list of {{factor: level, ...}} patterns")
+    patterns = []
+    for item in value:
+        pattern = {
+            _known_setting(k, f"{where}: exclude"): _coerce(str(k), v, f"{where}: exclude")
+            for k, v in item.items()
+        }
+        _check_known_values(pattern, spec, f"{where}: exclude")
+        patterns.append(pattern)
+    return patterns
+
+
+def _check_known_values(pattern: dict[str, Any], spec: StudySpec, context: str) -> None:
+    """A pattern over a listed factor must name one of its levels, or it silently matches nothing."""
+    for name, level in pattern.items():
+        levels = spec.factors.get(name)
+        if isinstance(levels, list) and level not in levels:
+            raise UsageError(
+                f"{context}: {name}={level!r} is not one of the factor's levels {levels}"
+            )

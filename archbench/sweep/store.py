@@ -1,0 +1,189 @@
+"""`runs/<study>/results.jsonl`: one record per run id, safe against a driver killed at any moment.
+
+Only the sweep driver writes this file, and only after a run has ended: a whole line in one
+write() under flock, then fsync. A line cut short (the file does not end in a newline) is ignored on
+load and cut off under the lock, so the next append starts on a fresh line. A retried run replaces
+its earlier record through a temporary file, fsync and rename, so the file always holds either the
+old record or the new one, never both and never neither.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from archbench.errors import UsageError
+
+RESULTS_NAME = "results.jsonl"
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    return json.dumps(record, sort_keys=False, default=str, allow_nan=True)
+
+
+class ResultStore:
+    """The records of one study, indexed by run id."""
+
+    def __init__(self, results_dir: Path):
+        self.dir = Path(results_dir)
+        self.path = self.dir / RESULTS_NAME
+        self._lock_path = self.dir / ".results.lock"
+        self.records: dict[str, dict[str, Any]] = {}
+        self.skipped_lines = 0
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def load(self, repair: bool = True) -> dict[str, dict[str, Any]]:
+        """Reads every complete record; with `repair`, cuts a half-written last line off the file."""
+        if not self.path.exists():
+            self.records = {}
+            return self.records
+        if repair:
+            with self._locked():
+                self._cut_partial_tail()
+                return self._read()
+        return self._read()
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        records: dict[str, dict[str, Any]] = {}
+        self.skipped_lines = 0
+        data = self.path.read_bytes() if self.path.exists() else b""
+        complete = data[: data.rfind(b"\n") + 1]  # a tail without newline is not a record yet
+        for number, line in enumerate(complete.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                self.skipped_lines += 1
+                print(
+                    f"archbench sweep: {self.path}:{number}: not a JSON record, ignored",
+                    file=sys.stderr,
+                )
+                continue
+            if isinstance(record, dict) and isinstance(record.get("run_id"), str):
+                records[record["run_id"]] = record  # a later line for the same id wins
+        self.records = records
+        return records
+
+    def _cut_partial_tail(self) -> None:
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if size == 0:
+            return
+        with open(self.path, "rb+") as handle:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) == b"\n":
+                return
+            data = self.path.read_bytes()
+            keep = data.rfind(b"\n") + 1
+            print(
+                f"archbench sweep: {self.path}: ignoring a half-written last line ({size - keep} bytes)",
+                file=sys.stderr,
+            )
+            handle.truncate(keep)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def status_of(self, run_id: str) -> str | None:
+        record = self.records.get(run_id)
+        return record.get("status") if record else None
+
+    def add(self, record: dict[str, Any]) -> bool:
+        """Appends the record of a finished run, or replaces a failed one of the same id.
+
+        Returns False (and writes nothing) when an ok record for this id is already in the file.
+        """
+        run_id = record["run_id"]
+        line = (_dumps(record) + "\n").encode()
+        with self._locked():
+            self._cut_partial_tail()
+            current = self._read()
+            previous = current.get(run_id)
+            if previous is not None and previous.get("status") == "ok":
+                return False
+            if previous is None:
+                self._append_line(line)
+            else:
+                self._replace(run_id, line)
+            current[run_id] = record
+            self.records = current
+        return True
+
+    def _append_line(self, line: bytes) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(f"short write to {self.path}: {written} of {len(line)} bytes")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._fsync_dir()
+
+    def _replace(self, run_id: str, line: bytes) -> None:
+        kept = []
+        for raw in self.path.read_bytes().splitlines(keepends=True):
+            try:
+                if json.loads(raw).get("run_id") == run_id:
+                    continue
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                pass
+            kept.append(raw)
+        temporary = self.path.with_name(f".{RESULTS_NAME}.{os.getpid()}.tmp")
+        with open(temporary, "wb") as handle:
+            handle.writelines(kept)
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
+        self._fsync_dir()
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class StudyLock:
+    """Held for the whole sweep, so two drivers never run the same study at once."""
+
+    def __init__(self, results_dir: Path):
+        self.path = Path(results_dir) / ".sweep.lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> StudyLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise UsageError(
+                f"study {self.path.parent.name} is already being run (driver pid {holder})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
