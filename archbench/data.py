@@ -12,7 +12,7 @@ import os
 import pickle
 import struct
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class ArrayDataset:
     num_classes: int
     scale: float  # inputs are multiplied by this (1/255 for images, 1 for token ids)
     source: str
+    tensors: tuple | None = field(default=None, repr=False)  # (x_train, y_train) as tf constants
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -314,8 +315,9 @@ def train_batches(
     import tensorflow as tf
 
     indices = plan.worker_indices(epoch, worker)[first_step:]
-    x_all = tf.constant(data.x_train)
-    y_all = tf.constant(data.y_train)
+    if data.tensors is None:  # converted once per process, not once per epoch
+        data.tensors = (tf.constant(data.x_train), tf.constant(data.y_train))
+    x_all, y_all = data.tensors
     scale = data.scale
 
     def gather(batch_indices):
