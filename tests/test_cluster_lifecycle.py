@@ -1,0 +1,158 @@
+"""`archbench cluster up|status|down` on real namespaces: what up builds, and that down leaves
+the machine exactly as it was. Uses a small cluster of its own (rt1, rt2), so it runs beside
+the session's node1..node3 cluster."""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cluster_fixture import PROJECT_ROOT, run_cluster_command
+
+from archbench.cluster.preflight import cluster_unavailable_reason
+from archbench.cluster.sshd import pid_alive
+from archbench.cluster.state import RUN_DIR, load_state
+
+pytestmark = pytest.mark.skipif(
+    cluster_unavailable_reason() is not None, reason=str(cluster_unavailable_reason())
+)
+
+NAME = "roundtrip"
+PREFIX = "rt"
+WATCHED_FILES = [
+    Path("/etc/hosts"),
+    Path.home() / ".ssh" / "config",
+    Path.home() / ".openmpi" / "mca-params.conf",
+]
+
+
+def _netns_list() -> list[str]:
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    return sorted(listing.stdout.splitlines())
+
+
+def _netns_names() -> list[str]:
+    return sorted(line.split()[0] for line in _netns_list())
+
+
+def _snapshot() -> dict[str, object]:
+    files = {str(p): p.read_bytes() if p.exists() else None for p in WATCHED_FILES}
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {"netns": _netns_list(), "files": files, "links": sorted(links.split("\n"))}
+
+
+@pytest.fixture
+def quiet_machine() -> Iterator[None]:
+    """Hold the test cluster's guard lock: no other pytest session brings its cluster up or
+    down (changing /etc/hosts and the namespace list) while this test compares them."""
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    with open(RUN_DIR / "pytest-cluster-guard.lock", "a+") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            run_cluster_command("down", "--name", NAME)  # even when the test failed
+            fcntl.flock(guard, fcntl.LOCK_UN)
+
+
+def _ssh(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ssh", *args], capture_output=True, text=True, timeout=30, check=False)
+
+
+def test_up_status_down_round_trip_leaves_the_machine_as_before(quiet_machine: None) -> None:
+    before = _snapshot()
+    up = run_cluster_command(
+        "up", "--name", NAME, "--prefix", PREFIX, "--nodes", "2", "--bandwidth", "300mbit"
+    )
+    assert up.returncode == 0, up.stderr
+    state = load_state(NAME)
+    assert state is not None and state.status == "up"
+    assert _netns_names() == sorted([*(n.split()[0] for n in before["netns"]), "rt1", "rt2"])
+
+    # Names resolve from the host and inside nodes; ssh needs no prompt; hostnames differ.
+    assert _ssh("rt2", "hostname").stdout.strip() == "rt2"
+    assert _ssh("rt1", "ssh rt2 hostname; getent hosts rt1").stdout.split() == [
+        "rt2",
+        state.nodes[0].address,
+        "rt1",
+    ]
+    hosts_text = Path("/etc/hosts").read_text()
+    assert f"{state.nodes[1].address} rt2" in hosts_text
+
+    # Both directions of every node link are shaped at the asked rate.
+    for namespace, device in ((None, state.nodes[0].host_veth), ("rt1", state.bridge)):
+        tc = ["tc", "-n", namespace] if namespace else ["tc"]
+        shown = subprocess.run(
+            [*tc, "qdisc", "show", "dev", device], capture_output=True, text=True
+        )
+        assert "tbf" in shown.stdout and "rate 300Mbit" in shown.stdout, shown.stdout
+
+    mpi_file = PROJECT_ROOT / "hostfiles" / f"{NAME}.txt"
+    assert mpi_file.read_text() == "rt1 slots=1\nrt2 slots=1\n"
+    assert (PROJECT_ROOT / "hostfiles" / f"{NAME}.hosts").read_text() == "rt1:1,rt2:1\n"
+
+    status = run_cluster_command("status", "--name", NAME)
+    assert status.returncode == 0 and "roundtrip: up, 2 nodes, links 300mbit" in status.stdout
+    assert status.stdout.count("running") == 2
+
+    again = run_cluster_command(
+        "up", "--name", NAME, "--prefix", PREFIX, "--nodes", "2", "--bandwidth", "300mbit"
+    )
+    assert again.returncode == 0 and "already up" in again.stdout
+    assert _netns_names() == sorted([*(n.split()[0] for n in before["netns"]), "rt1", "rt2"])
+    clash = run_cluster_command("up", "--name", NAME, "--prefix", PREFIX, "--nodes", "3")
+    assert clash.returncode == 2 and "already up" in clash.stderr
+
+    sshd_pids = [node.sshd_pid for node in state.nodes]
+    down = run_cluster_command("down", "--name", NAME)
+    assert down.returncode == 0, down.stderr
+    assert _snapshot() == before
+    assert not any(pid_alive(pid) for pid in sshd_pids)
+    assert not mpi_file.exists()
+    assert not (RUN_DIR / "clusters" / NAME).exists()  # keys gone
+
+    twice = run_cluster_command("down", "--name", NAME)
+    assert twice.returncode == 0 and "not up" in twice.stdout
+    assert _snapshot() == before
+
+
+def test_node_names_of_another_cluster_are_refused(quiet_machine: None) -> None:
+    up = run_cluster_command("up", "--name", NAME, "--prefix", PREFIX, "--nodes", "1")
+    assert up.returncode == 0, up.stderr
+    other = run_cluster_command("up", "--name", "roundtrip-b", "--prefix", PREFIX, "--nodes", "1")
+    assert other.returncode == 2
+    assert "already has nodes rt1" in other.stderr and len(other.stderr.splitlines()) == 1
+    assert load_state("roundtrip-b") is None
+
+
+def test_non_root_user_gets_one_line_and_exit_2() -> None:
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is needed to run as another user")
+    before = _netns_list()
+    result = subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-m", "archbench.cli", "cluster", "up", "--nodes", "2",
+         "--name", "not-root"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "archbench cluster: error: the emulated cluster needs root "
+        "(network namespaces, veth links, sshd); running as uid 65534"
+    ]
+    assert _netns_list() == before
+    assert not (PROJECT_ROOT / "hostfiles" / "not-root.txt").exists()
+
+
+def test_bad_bandwidth_and_latency_requests_exit_2_with_one_line() -> None:
+    bad = run_cluster_command("up", "--nodes", "2", "--bandwidth", "fast")
+    assert bad.returncode == 2 and "bandwidth 'fast'" in bad.stderr
+    latency = run_cluster_command("up", "--nodes", "2", "--latency", "10ms")
+    assert latency.returncode == 2 and "netem" in latency.stderr
+    assert len(latency.stderr.strip().splitlines()) == 1

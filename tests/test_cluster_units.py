@@ -1,0 +1,144 @@
+"""The emulated cluster's pure parts: argument checks, file blocks, hostfiles, current_link.
+No root needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from archbench.cluster import blocks, hostfiles, state
+from archbench.cluster.preflight import cluster_unavailable_reason, require_cluster_support
+from archbench.cluster.spec import bandwidth_bits_per_s, make_spec
+from archbench.errors import UsageError
+
+
+def test_bandwidth_strings_are_read_as_tc_reads_them() -> None:
+    assert bandwidth_bits_per_s("200mbit") == 200e6
+    assert bandwidth_bits_per_s("1gbit") == 1e9
+    assert bandwidth_bits_per_s("1.5gbit") == 1.5e9
+    for bad in ("fast", "200", "200mbps", "-1mbit", "200 mbit"):
+        with pytest.raises(UsageError, match="bandwidth"):
+            bandwidth_bits_per_s(bad)
+
+
+def test_spec_rejects_bad_arguments_with_the_argument_named() -> None:
+    spec = make_spec("emulated", 3, "200MBIT", "node", 1)
+    assert spec.node_names == ["node1", "node2", "node3"]
+    assert spec.bandwidth == "200mbit"
+    cases = [
+        (("bad name!", 3, "1gbit", "node", 1), "cluster name"),
+        (("c", 0, "1gbit", "node", 1), "--nodes"),
+        (("c", 65, "1gbit", "node", 1), "--nodes"),
+        (("c", 2, "10kbit", "node", 1), "out of range"),
+        (("c", 2, "1gbit", "Node9", 1), "prefix"),
+        (("c", 2, "1gbit", "node", 0), "--slots"),
+    ]
+    for args, message in cases:
+        with pytest.raises(UsageError, match=message):
+            make_spec(*args)
+
+
+def test_not_root_is_refused_with_the_reason() -> None:
+    reason = cluster_unavailable_reason(euid=1000)
+    assert reason is not None and "root" in reason and "1000" in reason
+    with pytest.raises(UsageError, match="needs root"):
+        require_cluster_support(euid=1000)
+
+
+def test_missing_tools_are_named_with_their_package() -> None:
+    def find_without_sshd(tool: str) -> str | None:
+        return None if tool in ("sshd", "ip") else f"/usr/bin/{tool}"
+
+    reason = cluster_unavailable_reason(euid=0, find=find_without_sshd)
+    assert reason is not None
+    assert "sshd (openssh-server)" in reason and "ip (iproute2)" in reason
+    assert cluster_unavailable_reason(euid=0, find=lambda tool: f"/usr/bin/{tool}") is None
+
+
+def test_blocks_are_removed_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path / "run")
+    hosts = tmp_path / "hosts"
+    original = "127.0.0.1 localhost\n10.0.0.1 other  # no newline at the end"
+    hosts.write_text(original)
+    blocks.insert_block(hosts, "cluster a", ["10.213.1.1 node1"])
+    blocks.insert_block(hosts, "cluster b", ["10.213.2.1 rt1"])
+    text = hosts.read_text()
+    assert text.startswith("# BEGIN archbench cluster b\n10.213.2.1 rt1\n")
+    assert "10.213.1.1 node1\n" in text and text.endswith(original)
+    blocks.insert_block(hosts, "cluster a", ["10.213.1.1 node1"])  # again: not doubled
+    assert hosts.read_text().count("BEGIN archbench cluster a") == 1
+    assert blocks.remove_block(hosts, "cluster a")
+    assert blocks.remove_block(hosts, "cluster b")
+    assert not blocks.remove_block(hosts, "cluster b")  # twice is fine
+    assert hosts.read_text() == original
+
+
+def test_files_and_directories_created_for_a_block_go_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path / "run")
+    config = tmp_path / "home" / ".ssh" / "config"
+    (tmp_path / "home").mkdir()
+    blocks.insert_block(config, "cluster a", ["Host node1"], file_mode=0o600, dir_mode=0o700)
+    assert config.stat().st_mode & 0o777 == 0o600
+    assert config.parent.stat().st_mode & 0o777 == 0o700
+    blocks.remove_block(config, "cluster a")
+    assert not config.parent.exists()
+    assert (tmp_path / "home").exists()
+
+
+def test_generated_hostfiles_work_for_mpirun_and_horovodrun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hostfiles, "hostfiles_dir", lambda: tmp_path)
+    mpi_file, horovod_file = hostfiles.write_hostfiles("c", ["node1", "node2"], 2)
+    assert mpi_file.read_text() == "node1 slots=2\nnode2 slots=2\n"
+    assert horovod_file.read_text() == "node1:2,node2:2\n"
+    hostfiles.check_hostfiles_free("c")  # ours: may be rewritten
+    hostfiles.remove_hostfiles("c", ["node1", "node2"], 2)
+    assert not mpi_file.exists() and not horovod_file.exists()
+    mpi_file.write_text("node1 slots=1\n# the PS goes first\nnode2 slots=1\n")
+    with pytest.raises(UsageError, match="not written by"):
+        hostfiles.check_hostfiles_free("c")
+    hostfiles.remove_hostfiles("c", ["node1", "node2"], 1)
+    assert mpi_file.exists()  # hand-written: kept
+
+
+def test_checked_in_hostfiles_place_the_ps_as_documented() -> None:
+    root = Path(__file__).resolve().parents[1] / "hostfiles"
+
+    def slots(name: str) -> list[tuple[str, int]]:
+        lines = (root / name).read_text().splitlines()
+        return [(line.split()[0], int(line.split("slots=")[1])) for line in lines]
+
+    assert slots("ps-dedicated.txt") == [("node1", 1), ("node2", 1), ("node3", 1)]
+    assert slots("ps-colocated.txt") == [("node1", 2), ("node2", 1)]
+    assert slots("ps-two-hosts.txt")[:2] == [("node1", 1), ("node2", 1)]
+    assert slots("localhost.txt")[0][0] == "localhost"
+
+
+def test_current_link_names_the_bandwidth_only_for_nodes_of_a_cluster_that_is_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path / "run")
+    monkeypatch.setattr(state, "NETNS_DIR", tmp_path / "netns")
+    (tmp_path / "netns").mkdir()
+    cluster = state.ClusterState(
+        name="c", status="up", bandwidth="200mbit", prefix="node", slots=1, subnet_index=1,
+        subnet="10.213.1.0/24", bridge="archbench1", bridge_address="10.213.1.254",
+        nodes=[state.NodeState(f"node{k}", f"10.213.1.{k}", f"ab1n{k}") for k in (1, 2)],
+    )  # fmt: skip
+    state.save_state(cluster)
+    assert json.loads((state.cluster_dir("c") / "state.json").read_text())["bandwidth"] == "200mbit"
+    assert state.current_link(["node1", "node2"]) is None  # no namespaces: not up
+    for node in ("node1", "node2"):
+        (tmp_path / "netns" / node).touch()
+    assert state.current_link(["node1", "node2"]) == "200mbit"
+    assert state.current_link(["node1", "node1"]) == "200mbit"
+    assert state.current_link(["node1", "vm"]) is None
+    assert state.current_link([]) is None
+    cluster.status = "starting"
+    state.save_state(cluster)
+    assert state.current_link(["node1", "node2"]) is None
