@@ -39,6 +39,8 @@ class Calibration:
     intra: LinkCost = DEFAULT_INTRA
     inter: LinkCost | None = None  # measured between hosts; None: alpha default, beta from link
     compute: dict[str, ComputeLine] = field(default_factory=dict)
+    # compute slow-down per extra process on the same cores (measured with several at once)
+    cpu_contention: float = 0.0
     source: str = "defaults"
 
     def inter_for(self, bandwidth_bits: float | None) -> LinkCost:
@@ -59,6 +61,7 @@ class Calibration:
             "intra": asdict(self.intra),
             "inter": asdict(self.inter) if self.inter else None,
             "compute": {name: asdict(line) for name, line in self.compute.items()},
+            "cpu_contention": self.cpu_contention,
             "source": self.source,
         }
 
@@ -68,6 +71,7 @@ class Calibration:
             intra=LinkCost(**data["intra"]),
             inter=LinkCost(**data["inter"]) if data.get("inter") else None,
             compute={k: ComputeLine(**v) for k, v in (data.get("compute") or {}).items()},
+            cpu_contention=float(data.get("cpu_contention") or 0.0),
             source=data.get("source", "json"),
         )
 
@@ -123,6 +127,7 @@ def calibration_from_records(records: Iterable[dict[str, Any]], source: str) -> 
     """Build a Calibration from microbench records (kind == 'microbench')."""
     pt2pt: dict[str, list[tuple[float, float]]] = defaultdict(list)
     compute: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    shared: list[tuple[str, int, int, float]] = []  # model, batch, processes, seconds
     for rec in records:
         if rec.get("kind") != "microbench":
             continue
@@ -130,7 +135,13 @@ def calibration_from_records(records: Iterable[dict[str, Any]], source: str) -> 
         if bench == "pt2pt" and rec.get("one_way_s"):
             pt2pt[rec.get("scope", "intra")].append((rec["size_bytes"], rec["one_way_s"]))
         elif bench == "compute" and rec.get("compute_s_median"):
-            compute[rec["model"]].append((int(rec["batch_size"]), rec["compute_s_median"]))
+            sharing = int(rec.get("sharing") or 1)
+            if sharing == 1:
+                compute[rec["model"]].append((int(rec["batch_size"]), rec["compute_s_median"]))
+            else:
+                shared.append(
+                    (rec["model"], int(rec["batch_size"]), sharing, rec["compute_s_median"])
+                )
     calib = Calibration(source=source)
     if len(pt2pt.get("intra", [])) >= 2:
         sizes, times = zip(*pt2pt["intra"], strict=True)
@@ -141,7 +152,21 @@ def calibration_from_records(records: Iterable[dict[str, Any]], source: str) -> 
     for model, rows in compute.items():
         batches, times = zip(*rows, strict=True)
         calib.compute[model] = fit_compute_line(batches, times)
+    calib.cpu_contention = contention_from(compute, shared)
     return calib
+
+
+def contention_from(
+    alone: dict[str, list[tuple[int, float]]], shared: list[tuple[str, int, int, float]]
+) -> float:
+    """Median over measurements of (t_P / t_1 - 1) / (P - 1): the slow-down each extra process
+    on the same cores adds."""
+    ratios = []
+    for model, batch, processes, seconds in shared:
+        solo = [t for b, t in alone.get(model, []) if b == batch]
+        if solo and processes > 1:
+            ratios.append((seconds / float(np.median(solo)) - 1.0) / (processes - 1))
+    return max(float(np.median(ratios)), 0.0) if ratios else 0.0
 
 
 def load_calibration(path: str | Path | None) -> Calibration:

@@ -118,12 +118,13 @@ def _solve(
 
 def fit_compute(
     observations: Sequence[Observation], calib: Calibration
-) -> tuple[dict[str, ComputeLine], float]:
-    """Per-model compute lines and the CPU-sharing slow-down, from measured compute times."""
+) -> tuple[dict[str, ComputeLine], float | None]:
+    """Per-model compute lines and the CPU-sharing slow-down, from measured compute times
+    (none: the calibration's are kept)."""
     with_compute = [o for o in observations if o.compute_s]
     models = sorted({o.config.model for o in with_compute})
     if not models:
-        return {}, 0.0
+        return {}, None
     start: list[float] = []
     lower: list[float] = []
     upper: list[float] = []
@@ -139,7 +140,7 @@ def fit_compute(
         ]
         lower += [0.0, 0.0]
         upper += [1e6, 1e3]
-    start.append(0.1)  # contention per extra process
+    start.append(calib.cpu_contention or 0.1)  # contention per extra process
     lower.append(0.0)
     upper.append(5.0)
 

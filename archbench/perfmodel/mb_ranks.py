@@ -260,8 +260,12 @@ def bench_ps(sizes: list[int], hosts: list[str], budget_s: float) -> list[dict]:
 def bench_compute(
     models: list[str], batch_sizes: list[int], dataset: str, steps: int, seed: int
 ) -> list[dict]:
-    """Forward+backward (and update) time of each model per batch size on one process, measured
-    by the same probe the training loop uses (SingleTrainer.probe_step)."""
+    """Forward+backward (and update) time of each model per batch size, measured by the same
+    probe the training loop uses (SingleTrainer.probe_step).
+
+    Started as P ranks on one host, all P measure at once (each with the threads a rank of
+    its own host would get): rank 0 reports the time under P-fold sharing of the cores.
+    """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
@@ -271,6 +275,11 @@ def bench_compute(
     from archbench.trainers.single import SingleTrainer
 
     place = detect_place()
+    comm = None
+    if place.size > 1:
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
     threads = threads_per_process(0, 1)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -290,6 +299,8 @@ def bench_compute(
                 data = load_dataset(config)
             trainer = SingleTrainer(config, place, data)
             trainer.setup()
+            if comm is not None:
+                comm.Barrier()  # every sharing process measures at the same time
             plan = BatchPlan(data.train_size, batch, 1, seed)
             compute, apply, fused = [], [], []
             for index, (x, y) in enumerate(
@@ -313,6 +324,7 @@ def bench_compute(
                     "dataset": dataset,
                     "steps": len(compute),
                     "threads": threads,
+                    "sharing": place.size,
                     "compute_s_median": statistics.median(compute),
                     "apply_s_median": statistics.median(apply),
                     "step_s_median": statistics.median(fused),
@@ -342,7 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.bench == "compute":
         rows = bench_compute(args.models.split(","), args.batch_sizes, args.dataset, args.steps, 1)
-        _write(args.result_file, rows)
+        from archbench.launch import detect_place
+
+        if detect_place().rank == 0:
+            _write(args.result_file, rows)
         return 0
     from mpi4py import MPI
 

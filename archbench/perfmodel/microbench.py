@@ -60,6 +60,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add("--dataset", default="fashion_mnist")
     add("--compute-steps", type=int, default=20, help="timed steps per model and batch size")
     add(
+        "--compute-sharing",
+        default="1,3",
+        help="processes computing at once on the first host (1 = alone; more measures how "
+        "compute slows down when ranks share cores; default 1,3)",
+    )
+    add(
         "--seconds-per-size",
         type=float,
         default=0.3,
@@ -227,24 +233,11 @@ def plan_jobs(
                 ("ps", "inter", pair, ["ps", *common, "--hosts", f"{pair[0][0]},{pair[1][0]}"])
             )
     if "compute" in benches:
-        jobs.append(
-            (
-                "compute",
-                "single",
-                [(first, 1)],
-                [
-                    "compute",
-                    "--models",
-                    args.models,
-                    "--batch-sizes",
-                    args.batch_sizes,
-                    "--dataset",
-                    args.dataset,
-                    "--steps",
-                    str(args.compute_steps),
-                ],
-            )
-        )
+        for sharing in _positive_ints(args.compute_sharing, "--compute-sharing"):
+            scope = "single" if sharing == 1 else f"shared x{sharing}"
+            program = ["compute", "--models", args.models, "--batch-sizes", args.batch_sizes,
+                       "--dataset", args.dataset, "--steps", str(args.compute_steps)]  # fmt: skip
+            jobs.append(("compute", scope, [(first, sharing)], program))
     return jobs
 
 
@@ -287,11 +280,15 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                     f"{r['bandwidth_Bps'] / 1e6:10.1f}"
                 )
         elif bench == "compute":
-            print(f"{'model':>10} {'batch':>6} {'compute ms':>11} {'apply ms':>9} {'step ms':>9}")
+            print(
+                f"{'model':>10} {'batch':>6} {'compute ms':>11} {'apply ms':>9} {'step ms':>9}"
+                f" {'sharing':>8}"
+            )
             for r in members:
                 print(
                     f"{r['model']:>10} {r['batch_size']:6d} {r['compute_s_median'] * 1e3:11.2f} "
                     f"{r['apply_s_median'] * 1e3:9.2f} {r['step_s_median'] * 1e3:9.2f}"
+                    f" {r.get('sharing', 1):8d}"
                 )
         elif bench == "alpha_beta":
             for r in members:
@@ -313,6 +310,7 @@ def run(args: argparse.Namespace) -> int:
             f"unknown bench {', '.join(sorted(unknown)) or '(none)'} (choose from {', '.join(BENCHES)})"
         )
     _positive_ints(args.batch_sizes, "--batch-sizes")
+    _positive_ints(args.compute_sharing, "--compute-sharing")
     if args.compute_steps < 1 or args.seconds_per_size <= 0 or args.timeout <= 0:
         raise UsageError("--compute-steps, --seconds-per-size and --timeout must be positive")
     if "compute" in benches:
@@ -384,5 +382,9 @@ def run(args: argparse.Namespace) -> int:
             },
         )
     print_table(rows)
+    if calib.cpu_contention:
+        print(
+            f"\ncompute slows down by {calib.cpu_contention:.2f}x per extra process on the same cores"
+        )
     print(f"\n{len(rows)} records appended to {out}")
     return 0

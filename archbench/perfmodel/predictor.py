@@ -27,8 +27,9 @@ class ArchParams:
 @dataclass
 class ModelParams:
     arch: dict[str, ArchParams] = field(default_factory=dict)
-    # Slow-down of compute per extra process sharing the same cores: x (1 + k (P - 1)).
-    cpu_contention: float = 0.0
+    # Slow-down of compute per extra process sharing the same cores: x (1 + k (P - 1));
+    # None: the calibration's measured value.
+    cpu_contention: float | None = None
     # Per-model compute lines fitted on a study; they override the calibration's.
     compute: dict[str, ComputeLine] = field(default_factory=dict)
 
@@ -50,7 +51,9 @@ class ModelParams:
     def from_json(cls, data: dict[str, Any]) -> ModelParams:
         return cls(
             arch={k: ArchParams(**v) for k, v in data.get("arch", {}).items()},
-            cpu_contention=float(data.get("cpu_contention", 0.0)),
+            cpu_contention=(
+                None if data.get("cpu_contention") is None else float(data["cpu_contention"])
+            ),
             compute={k: ComputeLine(**v) for k, v in data.get("compute", {}).items()},
         )
 
@@ -112,7 +115,8 @@ def compute_seconds(config: StepConfig, params: ModelParams, calib: Calibration)
             "with it or fit on a study that trained it"
         )
     sharing = max(config.cpu_sharing_ranks, 1)
-    return line.seconds(config.batch_size) * (1.0 + params.cpu_contention * (sharing - 1))
+    kappa = calib.cpu_contention if params.cpu_contention is None else params.cpu_contention
+    return line.seconds(config.batch_size) * (1.0 + kappa * (sharing - 1))
 
 
 def _network(

@@ -1,0 +1,261 @@
+"""`archbench optimize runs/<study>.yaml`: rank every configuration of a study by predicted
+training time, measure only the most promising few through the sweep runner, report the pick,
+and compare with random search given the same number of measurements."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+from archbench.errors import UsageError
+from archbench.perfmodel.fitfile import model_inputs, write_json_atomic
+from archbench.perfmodel.optimizer import (
+    OBJECTIVES,
+    Candidate,
+    attach_measurements,
+    config_key,
+    planned_steps,
+    predict_candidates,
+    random_search_odds,
+    step_config_for,
+)
+from archbench.perfmodel.records import study_records
+
+REPORT_NAME = "optimize"
+DEFAULT_CALIBRATION = Path("runs/microbench/results.jsonl")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "optimize", help="pick a study's fastest configuration measuring only a few",
+        description=__doc__,
+    )  # fmt: skip
+    add = parser.add_argument
+    add("spec", help="study spec, e.g. runs/demo.yaml")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="configurations to measure (default: a quarter of them)",
+    )
+    budget.add_argument(
+        "--budget-fraction",
+        type=float,
+        default=0.25,
+        help="share of the configurations to measure (default 0.25)",
+    )
+    add(
+        "--objective",
+        choices=OBJECTIVES,
+        default="train_time",
+        help="train_time: median step x steps of the run (default); time_per_sample: 1/throughput",
+    )
+    add("--fit", default=None, help="perfmodel_fit.json of `archbench model fit` (free parameters)")
+    add(
+        "--calibration",
+        default=None,
+        help=f"microbench results.jsonl (default {DEFAULT_CALIBRATION} when it exists)",
+    )
+    add(
+        "--cluster",
+        default=None,
+        choices=("auto", "localhost", "emulated", "slurm"),
+        help="where measuring runs go (overrides the spec's cluster.kind)",
+    )
+    add(
+        "--no-measure",
+        action="store_true",
+        help="measure nothing: use the records the study already has",
+    )
+    add("--tolerance", type=float, default=0.05, help="'close to the best' margin (default 0.05)")
+    parser.set_defaults(func=run)
+
+
+def _candidates(plan: Any) -> list[Candidate]:
+    shared = plan.target.kind in ("localhost", "emulated")  # every rank on this machine's cores
+    by_key: dict[str, Candidate] = {}
+    for run in plan.runs:
+        key = config_key(run.config)
+        if key in by_key:
+            by_key[key].run_ids.append(run.run_id)
+            continue
+        step_config = step_config_for(run.config, run.layout, shared)
+        by_key[key] = Candidate(
+            key=key, config=run.config, run_ids=[run.run_id], step_config=step_config,
+            steps=planned_steps(run.config, step_config.num_workers),
+        )  # fmt: skip
+    return list(by_key.values())
+
+
+def _measure(spec: Any, cluster: str | None, run_ids: set[str]) -> int:
+    """Runs (resumably) only the runs of the chosen configurations, through the sweep."""
+    from archbench.sweep.driver import Sweep, SweepOptions
+
+    class ChosenRuns(Sweep):
+        def pending(self):  # type: ignore[no-untyped-def]
+            return [run for run in super().pending() if run.run_id in run_ids]
+
+    return ChosenRuns(spec, SweepOptions(cluster=cluster)).run()
+
+
+def run(args: argparse.Namespace) -> int:
+    from archbench.sweep.hosts import resolve_target
+    from archbench.sweep.plan import build_plan
+    from archbench.sweep.spec import load_spec
+
+    if not 0 < args.tolerance < 1:
+        raise UsageError(f"--tolerance must be between 0 and 1, got {args.tolerance}")
+    spec = load_spec(args.spec)
+    target = resolve_target(spec, args.cluster)
+    plan = build_plan(spec, target)
+    calibration = args.calibration
+    if calibration is None and DEFAULT_CALIBRATION.is_file():
+        calibration = str(DEFAULT_CALIBRATION)
+    params, calib = model_inputs(args.fit, calibration)
+    candidates = _candidates(plan)
+    total = len(candidates)
+    if args.budget is not None:
+        if args.budget < 1:
+            raise UsageError(f"--budget must be at least 1, got {args.budget}")
+        budget = min(args.budget, total)
+    else:
+        if not 0 < args.budget_fraction <= 1:
+            raise UsageError(f"--budget-fraction must be in (0, 1], got {args.budget_fraction}")
+        budget = max(1, math.floor(total * args.budget_fraction))
+    ranked = predict_candidates(candidates, params, calib, args.objective)
+    chosen = ranked[:budget]
+    print(
+        f"study {spec.name}: {total} configurations on {target.describe()}; measuring the "
+        f"{budget} predicted fastest ({budget / total:.0%})"
+    )
+    if not args.no_measure:
+        _measure(spec, args.cluster, {run_id for c in chosen for run_id in c.run_ids})
+    records = study_records(spec.results_dir) if spec.results_dir.is_dir() else []
+    attach_measurements(candidates, records, args.objective)
+    measured_chosen = [c for c in chosen if c.measured is not None]
+    if not measured_chosen:
+        raise UsageError(
+            f"none of the {budget} chosen configurations has an ok record in {spec.results_dir} "
+            "(run without --no-measure, or check the sweep's failures)"
+        )
+    pick = min(measured_chosen, key=lambda c: c.measured)  # type: ignore[arg-type, return-value]
+    report = _report(spec, candidates, ranked, chosen, pick, budget, args)
+    out_dir = spec.results_dir / "report"
+    write_json_atomic(out_dir / f"{REPORT_NAME}.json", report)
+    text = _markdown(report, ranked)
+    (out_dir / f"{REPORT_NAME}.md").write_text(text, encoding="utf-8")
+    print(text)
+    print(f"report: {out_dir / (REPORT_NAME + '.md')}")
+    return 0
+
+
+def _report(
+    spec: Any,
+    candidates: list[Candidate],
+    ranked: list[Candidate],
+    chosen: list[Candidate],
+    pick: Candidate,
+    budget: int,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    measured_all = [c for c in candidates if c.measured is not None]
+    complete = len(measured_all) == len(candidates)
+    best = min(measured_all, key=lambda c: c.measured) if measured_all else None  # type: ignore[arg-type, return-value]
+    summary: dict[str, Any] = {
+        "study": spec.name,
+        "objective": args.objective,
+        "configurations": len(candidates),
+        "budget": budget,
+        "budget_fraction": budget / len(candidates),
+        "measured_of_chosen": sum(1 for c in chosen if c.measured is not None),
+        "pick": pick.label(),
+        "pick_predicted_rank": pick.predicted_rank,
+        "pick_measured_s": pick.measured,
+        "ground_truth": "complete"
+        if complete
+        else f"{len(measured_all)} of {len(candidates)} measured",
+        "tolerance": args.tolerance,
+    }
+    if best is not None and best.measured:
+        gap = (pick.measured - best.measured) / best.measured  # type: ignore[operator]
+        summary.update(
+            best_measured=best.label(), best_measured_s=best.measured,
+            best_predicted_rank=best.predicted_rank, pick_gap_pct=gap * 100,
+            pick_within_tolerance=gap <= args.tolerance + 1e-12,
+        )  # fmt: skip
+        odds = random_search_odds([c.measured for c in measured_all], budget, args.tolerance)  # type: ignore[misc]
+        summary["random_search"] = {
+            **odds,
+            "over": f"{len(measured_all)} measured configurations",
+        }
+        predicted = [c.predicted for c in measured_all]
+        measured = [c.measured for c in measured_all]
+        summary["rank_correlation"] = _spearman(predicted, measured)  # type: ignore[arg-type]
+    return {
+        "summary": summary,
+        "candidates": [
+            {
+                "label": c.label(),
+                "predicted_rank": c.predicted_rank,
+                "predicted_s": c.predicted,
+                "predicted_step_s": c.predicted_step_s,
+                "measured_s": c.measured,
+                "measured_step_s": c.measured_step_s,
+                "runs": c.run_ids,
+                "chosen": c.predicted_rank <= budget,
+            }
+            for c in ranked
+        ],  # fmt: skip
+    }
+
+
+def _spearman(a: list[float], b: list[float]) -> float | None:
+    if len(a) < 3:
+        return None
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(a, b).statistic)
+
+
+def _markdown(report: dict[str, Any], ranked: list[Candidate]) -> str:
+    s = report["summary"]
+    unit = "s" if s["objective"] == "train_time" else "s/sample"
+    lines = [
+        f"# optimize: {s['study']}",
+        "",
+        f"- objective: {s['objective']} (median step time x steps of the run)"
+        if s["objective"] == "train_time" else f"- objective: {s['objective']}",
+        f"- measured {s['measured_of_chosen']} of the {s['budget']} predicted fastest, out of "
+        f"{s['configurations']} configurations ({s['budget_fraction']:.0%})",
+        f"- pick: **{s['pick']}** (predicted rank {s['pick_predicted_rank']}), measured "
+        f"{s['pick_measured_s']:.4g} {unit}",
+    ]  # fmt: skip
+    if "best_measured" in s:
+        lines += [
+            f"- best measured ({s['ground_truth']}): {s['best_measured']} "
+            f"(predicted rank {s['best_predicted_rank']}), {s['best_measured_s']:.4g} {unit}",
+            f"- pick is {s['pick_gap_pct']:.1f}% slower than the best measured: "
+            f"{'within' if s['pick_within_tolerance'] else 'outside'} {s['tolerance']:.0%}",
+            f"- random search with the same {s['budget']} measurements: expected gap "
+            f"{s['random_search']['expected_gap_pct']:.1f}%, chance within {s['tolerance']:.0%} "
+            f"{s['random_search']['p_within_tolerance']:.0%} (exact, over {s['random_search']['over']})",
+        ]
+        if s.get("rank_correlation") is not None:
+            lines.append(
+                f"- Spearman rank correlation, predicted vs measured: {s['rank_correlation']:.2f}"
+            )
+    lines += [
+        "",
+        "| rank | configuration | predicted | measured | chosen |",
+        "| ---: | --- | ---: | ---: | :---: |",
+    ]
+    for c in ranked:
+        measured = f"{c.measured:.4g}" if c.measured is not None else ""
+        lines.append(
+            f"| {c.predicted_rank} | {c.label()} | {c.predicted:.4g} | {measured} | "
+            f"{'x' if c.predicted_rank <= s['budget'] else ''} |"
+        )
+    return "\n".join(lines) + "\n"

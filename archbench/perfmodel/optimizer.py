@@ -1,0 +1,160 @@
+"""Ranking a study's configurations by predicted training time, and judging the pick.
+
+The configurations come from the sweep's own plan (the same run ids the sweep measures), so a
+prediction and a measurement of one configuration always meet.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from archbench.perfmodel import formulas as F
+from archbench.perfmodel.calibration import Calibration, is_finite_positive
+from archbench.perfmodel.modelinfo import input_spec, steps_per_epoch, variable_bytes
+from archbench.perfmodel.predictor import ModelParams, StepConfig, predict_step
+from archbench.perfmodel.units import parse_bandwidth
+
+OBJECTIVES = ("train_time", "time_per_sample")
+
+
+@dataclass
+class Candidate:
+    """One configuration of the study: its runs, prediction and (once measured) measurement."""
+
+    key: str
+    config: dict[str, Any]  # the sweep's configuration (seed of the first repetition)
+    run_ids: list[str]
+    step_config: StepConfig
+    steps: int
+    predicted_step_s: float = math.nan
+    predicted: float = math.nan  # the objective, seconds
+    measured: float | None = None  # the objective from the records, seconds
+    measured_step_s: float | None = None
+    predicted_rank: int = 0
+    measured_runs: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def label(self) -> str:
+        c = self.config
+        parts = [c["arch"], str(c.get("model", "mlp")), f"W={c.get('workers', 1)}",
+                 f"b={c.get('batch_size', '?')}"]  # fmt: skip
+        if c["arch"] == "ps":
+            parts.append(f"ps={c.get('num_ps', 1)} {c.get('placement', '')}".strip())
+            parts.append("sync" if c.get("sync", True) else "async")
+        if c["arch"] == "p2p" and c.get("p2p_schedule"):
+            parts.append(c["p2p_schedule"])
+        if c.get("bandwidth"):
+            parts.append(str(c["bandwidth"]))
+        return " ".join(parts)
+
+
+def config_key(config: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in config.items() if k != "seed"}, sort_keys=True, default=str)
+
+
+def step_config_for(
+    config: dict[str, Any], layout: Sequence[tuple[str, int]], shared_machine: bool
+) -> StepConfig:
+    """The model's view of a sweep configuration and its rank layout."""
+    arch = config["arch"]
+    hosts = [host for host, ranks in layout for _ in range(ranks)]
+    num_ps = int(config.get("num_ps", 1)) if arch == "ps" else 0
+    roles = [F.PS] * num_ps + [F.WORKER] * (len(hosts) - num_ps)
+    shape, classes = input_spec(config)
+    sizes = variable_bytes(str(config.get("model", "mlp")), shape, classes)
+    placement = F.Placement(hosts=tuple(hosts), roles=tuple(roles))
+    bandwidth = config.get("bandwidth")
+    sharing = len(hosts) if shared_machine else max(hosts.count(h) for h in set(hosts))
+    return StepConfig(
+        arch=arch,
+        model=str(config.get("model", "mlp")),
+        batch_size=int(config.get("batch_size", 32)),
+        param_bytes=float(sum(sizes)),
+        placement=placement,
+        bandwidth_bits=parse_bandwidth(bandwidth) if bandwidth else None,
+        sync=config.get("sync", True) is not False,
+        ps_sharding=str(config.get("ps_sharding", "round-robin")),
+        variable_bytes=sizes,
+        fusion_threshold_mb=config.get("fusion_threshold_mb"),
+        compression=str(config.get("compression", "none")),
+        p2p_schedule=str(config.get("p2p_schedule", "staggered")),
+        cpu_sharing_ranks=sharing,
+    )
+
+
+def planned_steps(config: dict[str, Any], workers: int) -> int:
+    """Training steps of the configuration: --steps, else epochs x steps per epoch."""
+    if config.get("steps"):
+        return int(config["steps"])
+    per_epoch = steps_per_epoch(config, workers) or 1
+    return int(config.get("epochs") or 1) * per_epoch
+
+
+def objective(step_s: float, steps: int, step_config: StepConfig, name: str) -> float:
+    if name == "train_time":
+        return step_s * steps
+    return step_s / (step_config.num_workers * step_config.batch_size)
+
+
+def predict_candidates(
+    candidates: list[Candidate], params: ModelParams, calib: Calibration, objective_name: str
+) -> list[Candidate]:
+    """Fills in predictions and ranks the candidates, best (smallest objective) first."""
+    for cand in candidates:
+        cand.predicted_step_s = predict_step(cand.step_config, params, calib).step_s
+        cand.predicted = objective(
+            cand.predicted_step_s, cand.steps, cand.step_config, objective_name
+        )
+    ranked = sorted(candidates, key=lambda c: (c.predicted, c.key))
+    for rank, cand in enumerate(ranked, start=1):
+        cand.predicted_rank = rank
+    return ranked
+
+
+def attach_measurements(
+    candidates: list[Candidate], records: Sequence[dict[str, Any]], objective_name: str
+) -> None:
+    """Median measured step over the ok runs of each candidate, as the same objective."""
+    by_run = {r.get("run_id"): r for r in records if r.get("status") == "ok"}
+    for cand in candidates:
+        steps = [
+            by_run[run_id]["timing"]["step_s_median"]
+            for run_id in cand.run_ids
+            if run_id in by_run
+            and is_finite_positive((by_run[run_id].get("timing") or {}).get("step_s_median"))
+        ]
+        cand.measured_runs = len(steps)
+        if steps:
+            cand.measured_step_s = float(statistics.median(steps))
+            cand.measured = objective(
+                cand.measured_step_s, cand.steps, cand.step_config, objective_name
+            )
+
+
+def random_search_odds(values: Sequence[float], budget: int, tolerance: float) -> dict[str, float]:
+    """Best of `budget` configurations drawn at random without replacement from `values`:
+    its expected gap to the best, and the chance it lands within `tolerance` of the best.
+
+    Exact: with values sorted, the best draw is the r-th smallest with probability
+    C(N - r, k - 1) / C(N, k).
+    """
+    ordered = sorted(values)
+    n, k = len(ordered), min(budget, len(values))
+    if n == 0 or k == 0:
+        return {"expected_gap_pct": math.nan, "p_within_tolerance": math.nan}
+    best = ordered[0]
+    total = math.comb(n, k)
+    expected_gap = 0.0
+    p_within = 0.0
+    for r, value in enumerate(ordered, start=1):
+        p = math.comb(n - r, k - 1) / total
+        gap = (value - best) / best
+        expected_gap += p * gap
+        if gap <= tolerance + 1e-12:
+            p_within += p
+    return {"expected_gap_pct": expected_gap * 100, "p_within_tolerance": p_within}
