@@ -1,0 +1,140 @@
+"""The peer-to-peer exchange on numpy buffers: MPI point-to-point messages only, no collective.
+
+Two phases per step, both on one flat float32 vector split by a `ShardPlan`:
+
+1. `reduce_scatter_mean(gradient)`: every worker sends each gradient shard to the shard's owner;
+   the owner averages the W contributions to its own shard (summed in rank order, so the result
+   does not depend on which message arrived first).
+2. `allgather(params)`: every owner sends its fresh parameter shard to every peer; each worker
+   receives the other shards straight into their place in its full parameter vector.
+
+Receives are posted before any send, so no schedule can deadlock. Sends go out in rounds: in round
+i a worker sends to one peer and waits until that message has left before the next round, so
+the schedule decides who talks to whom at a time:
+- "naive": peers in rank order, so in round 1 every worker sends to rank 0 (incast on rank 0);
+- "staggered": peer (r + i) mod W in round i, a permutation in every round (no incast).
+
+All buffers are allocated once; a step does no per-element Python work. Bytes are counted from
+the messages themselves: send sizes as posted, receive sizes from the MPI statuses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from archbench.p2p.shards import ShardPlan
+
+SCHEDULES = ("naive", "staggered")
+GRADIENT_TAG = 41
+PARAMETER_TAG = 42
+
+
+def send_order(rank: int, workers: int, schedule: str) -> list[int]:
+    """The peers `rank` sends to, one per round."""
+    if schedule == "naive":
+        return [peer for peer in range(workers) if peer != rank]
+    if schedule == "staggered":
+        return [(rank + step) % workers for step in range(1, workers)]
+    raise ValueError(f"unknown p2p schedule {schedule!r} (choose from {', '.join(SCHEDULES)})")
+
+
+class ShardExchange:
+    """One worker's side of the exchange, with its buffers and byte counters."""
+
+    def __init__(self, comm, plan: ShardPlan, schedule: str = "staggered"):
+        from mpi4py import MPI
+
+        self.mpi = MPI
+        self.comm = comm
+        self.plan = plan
+        self.rank = comm.Get_rank()
+        self.workers = comm.Get_size()
+        if plan.workers != self.workers:
+            raise ValueError(
+                f"shard plan for {plan.workers} workers, communicator has {self.workers}"
+            )
+        self.schedule = schedule
+        self.targets = send_order(self.rank, self.workers, schedule)
+        self.peers = [peer for peer in range(self.workers) if peer != self.rank]
+        self.start, self.stop = plan.bounds(self.rank)
+        own = self.stop - self.start
+        # one row per peer (rank order) for its contribution to this worker's shard
+        self.contributions = np.empty((len(self.peers), own), dtype=np.float32)
+        self.averaged = np.empty(own, dtype=np.float32)
+        self.statuses = [MPI.Status() for _ in self.peers]
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.last_sent = 0
+        self.last_received = 0
+
+    @property
+    def own_range(self) -> tuple[int, int]:
+        return self.start, self.stop
+
+    def reduce_scatter_mean(self, gradient: np.ndarray) -> np.ndarray:
+        """This worker's shard of the gradient averaged over all workers (a preallocated buffer,
+        overwritten by the next call). `gradient` is the full local vector."""
+        self._check_vector(gradient)
+        own = gradient[self.start : self.stop]
+        if not self.peers:
+            np.copyto(self.averaged, own)
+            self.last_sent = self.last_received = 0
+            return self.averaged
+        receives = [
+            self.comm.Irecv(self.contributions[row], source=peer, tag=GRADIENT_TAG)
+            for row, peer in enumerate(self.peers)
+        ]
+        sent = 0
+        for target in self.targets:
+            low, high = self.plan.bounds(target)
+            self.comm.Isend(gradient[low:high], dest=target, tag=GRADIENT_TAG).Wait()
+            sent += (high - low) * gradient.itemsize
+        self.mpi.Request.Waitall(receives, self.statuses)
+        self._count(sent, self._received_bytes())
+        # sum in rank order: the same rounding whatever the arrival order
+        parts = list(self.contributions)
+        parts.insert(self.rank, own)
+        np.add(parts[0], parts[1], out=self.averaged)
+        for part in parts[2:]:
+            np.add(self.averaged, part, out=self.averaged)
+        np.divide(self.averaged, np.float32(self.workers), out=self.averaged)
+        return self.averaged
+
+    def allgather(self, params: np.ndarray) -> None:
+        """Sends this worker's shard of `params` to every peer and receives theirs in place."""
+        self._check_vector(params)
+        if not self.peers:
+            return
+        receives = []
+        for peer in self.peers:
+            low, high = self.plan.bounds(peer)
+            receives.append(self.comm.Irecv(params[low:high], source=peer, tag=PARAMETER_TAG))
+        own = params[self.start : self.stop]
+        for target in self.targets:
+            self.comm.Isend(own, dest=target, tag=PARAMETER_TAG).Wait()
+        self.mpi.Request.Waitall(receives, self.statuses)
+        self._count(own.nbytes * len(self.targets), self._received_bytes(), accumulate=True)
+
+    def _received_bytes(self) -> int:
+        return sum(status.Get_count(self.mpi.BYTE) for status in self.statuses)
+
+    def _count(self, sent: int, received: int, accumulate: bool = False) -> None:
+        """Adds one phase's bytes; `last_*` hold the current step's (gradient + parameter) bytes."""
+        self.bytes_sent += sent
+        self.bytes_received += received
+        if accumulate:
+            self.last_sent += sent
+            self.last_received += received
+        else:
+            self.last_sent, self.last_received = sent, received
+
+    def _check_vector(self, vector: np.ndarray) -> None:
+        if (
+            vector.dtype != np.float32
+            or vector.shape != (self.plan.elements,)
+            or not vector.flags.c_contiguous
+        ):
+            raise ValueError(
+                f"exchange expects a contiguous float32 vector of {self.plan.elements} elements, "
+                f"got {vector.dtype} {vector.shape}"
+            )
