@@ -1,0 +1,115 @@
+"""`--arch p2p` end to end under the launchers users type: real mpirun / horovodrun, real MPI."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from conftest import run_train
+
+from archbench.p2p.shards import ShardPlan
+from archbench.record import missing_keys
+
+pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
+
+SHORT_RUN = ["--arch", "p2p", "--model", "mlp", "--steps", "30", "--eval-samples", "1000"]
+
+
+def test_p2p_one_epoch_reaches_accuracy_with_a_complete_record(tmp_path):
+    out = tmp_path / "p2p.jsonl"
+    proc, records = run_train(
+        ["--arch", "p2p", "--model", "mlp", "--dataset", "fashion_mnist", "--epochs", "1"],
+        out=out,
+        launcher="mpirun",
+        np=2,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert len(records) == 1, "only the chief writes"
+    record = records[0]
+    assert missing_keys(record) == []
+    assert record["status"] == "ok" and record["error"] is None
+    assert record["result"]["test_accuracy"] > 0.80
+    assert record["cluster"]["launcher"] == "mpirun"
+    assert record["cluster"]["roles"] == ["chief", "worker"]
+    assert record["config"]["controller"] == "mpi"
+    assert record["config"]["p2p_schedule"] == "staggered"
+    assert record["comm"]["p2p_schedule"] == "staggered"
+    digests = record["result"]["param_digest_per_rank"]
+    assert len(digests) == 2 and digests[0] == digests[1]
+    assert record["comm"]["params_identical_across_ranks"] is True
+    timing = record["timing"]
+    assert timing["compute_s_median"] > 0 and timing["comm_s_median"] > 0
+    # Measured bytes = the analytic count: (W-1)/W of the gradient bytes plus (W-1)/W of the
+    # parameter bytes; with W = 2 and an even parameter count that is exactly param_bytes.
+    param_bytes = record["model_stats"]["param_bytes"]
+    assert param_bytes % 8 == 0
+    comm = record["comm"]
+    assert comm["bytes_sent_per_step"] == param_bytes
+    assert comm["bytes_received_per_step"] == param_bytes
+    assert comm["bytes_sent_per_step_per_rank"] == [param_bytes, param_bytes]
+    steps = record["config"]["steps_run"]
+    assert steps == 60000 // 64
+    assert comm["bytes_total"] == param_bytes * steps
+    owners = comm["shard_plan"]["owners"]
+    assert [o["bytes"] for o in owners] == [param_bytes // 2, param_bytes // 2]
+
+
+def test_p2p_three_workers_schedules_change_who_sends_first_not_the_result(tmp_path):
+    records = {}
+    for schedule in ("naive", "staggered"):
+        out = tmp_path / f"{schedule}.jsonl"
+        proc, found = run_train(
+            [*SHORT_RUN, "--batch-size", "16", "--p2p-schedule", schedule],
+            out=out,
+            launcher="mpirun",
+            np=3,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        records[schedule] = found[0]
+    for schedule, record in records.items():
+        assert record["status"] == "ok"
+        assert record["config"]["p2p_schedule"] == schedule
+        assert record["comm"]["p2p_schedule"] == schedule
+        assert len(set(record["result"]["param_digest_per_rank"])) == 1
+        # Uneven shards (101770 elements over 3): each rank's measured bytes are the plan's.
+        plan = ShardPlan(record["comm"]["shard_plan"]["elements"], 3)
+        assert record["comm"]["shard_plan"] == plan.as_record()
+        assert record["comm"]["bytes_sent_per_step_per_rank"] == [
+            plan.bytes_sent_per_step(rank) for rank in range(3)
+        ]
+        assert record["comm"]["bytes_received_per_step_per_rank"] == [
+            plan.bytes_received_per_step(rank) for rank in range(3)
+        ]
+        # ...which is (W-1)/W of the gradient bytes plus (W-1)/W of the parameter bytes, to the
+        # byte the uneven split moves
+        analytic = 2 * 2 * record["model_stats"]["param_bytes"] / 3
+        assert abs(record["comm"]["bytes_sent_per_step"] - analytic) <= 8
+    # The owner sums contributions in rank order whatever the arrival order: bit-identical.
+    assert (
+        records["naive"]["result"]["param_digest_per_rank"]
+        == records["staggered"]["result"]["param_digest_per_rank"]
+    )
+
+
+def test_p2p_runs_under_horovodrun_with_mpi(tmp_path):
+    out = tmp_path / "p2p.jsonl"
+    proc, records = run_train(SHORT_RUN, out=out, launcher="horovodrun", np=2)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    record = records[0]
+    assert record["status"] == "ok"
+    assert record["cluster"]["launcher"] == "horovodrun"
+    assert record["config"]["controller"] == "mpi"
+    assert record["comm"]["bytes_sent_per_step"] == record["model_stats"]["param_bytes"]
+
+
+def test_p2p_under_horovodrun_gloo_fails_with_one_clear_line_and_no_record(tmp_path):
+    out = tmp_path / "p2p.jsonl"
+    proc, records = run_train(SHORT_RUN, out=out, launcher="horovodrun-gloo", np=2)
+    assert proc.returncode != 0
+    errors = [
+        line for line in proc.stdout.splitlines() + proc.stderr.splitlines() if "error:" in line
+    ]
+    assert len(errors) == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "--arch p2p" in errors[0] and "--gloo" in errors[0] and "mpirun" in errors[0]
+    assert "exit with status code 2" in proc.stdout + proc.stderr
+    assert records == [] and not out.exists()
