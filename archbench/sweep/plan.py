@@ -17,7 +17,7 @@ from typing import Any
 from archbench.errors import UsageError
 from archbench.sweep import commands, design
 from archbench.sweep.hosts import ClusterTarget
-from archbench.sweep.parameters import MULTI_PROCESS, SETTINGS, applies
+from archbench.sweep.parameters import MULTI_PROCESS, PLACEMENT_POLICIES, SETTINGS, applies
 from archbench.sweep.spec import StudySpec
 
 # Launch defaults for multi-process runs when the study does not set them.
@@ -81,7 +81,7 @@ def normalise(point: dict[str, Any], spec: StudySpec, target: ClusterTarget) -> 
         config.setdefault("launcher", DEFAULT_LAUNCHER)
         if arch == "ps":
             config.setdefault("num_ps", 1)
-        if target.one_host:
+        if target.one_host and config.get("placement", "spread") in PLACEMENT_POLICIES:
             config.pop("placement", None)  # every rank is on the one host whatever the policy
         else:
             config.setdefault("placement", DEFAULT_PLACEMENT)

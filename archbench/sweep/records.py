@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from archbench.record import SCHEMA, environment, now_iso, read_records
+from archbench.record import REQUIRED_KEYS, SCHEMA, environment, now_iso, read_records
 from archbench.sweep.plan import PlannedRun
 from archbench.sweep.runner import ProcessOutcome
 
@@ -162,6 +162,7 @@ def build(
     for key in ("workers", "placement", "bandwidth", "launcher"):
         if key in run.config:
             config.setdefault(key, run.config[key])
+    _complete(record)
     record["sweep"] = {
         "factors": run.factors,
         "repetition": run.repetition,
@@ -179,6 +180,16 @@ def build(
         "recorded_at": now_iso(),
     }
     return record
+
+
+def _complete(record: dict[str, Any]) -> None:
+    """Every contract key present (None where a failed run has no value), so readers need no guards."""
+    for section, keys in REQUIRED_KEYS.items():
+        holder = record if not section else record.get(section)
+        if section and not isinstance(holder, dict):
+            holder = record[section] = {}
+        for key in keys:
+            holder.setdefault(key, None)
 
 
 def write_outcome(

@@ -1,0 +1,307 @@
+"""Real sweeps: real training processes under real launchers, faults, and a driver killed mid-study."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from archbench.record import missing_keys
+
+REPO = Path(__file__).resolve().parents[1]
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def sweep_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    return env
+
+
+def sweep(spec: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "archbench.cli", "sweep", str(spec), *args],
+        cwd=REPO, env=sweep_env(), capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def write_spec(folder: Path, name: str, text: str) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def results(folder: Path) -> list[dict]:
+    path = folder / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that mention `text` (a study's folder)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text.encode() in cmdline and state != "Z":
+            words = cmdline.replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"{entry}: {words}")
+    return found
+
+
+@pytest.fixture
+def no_leftovers(tmp_path):
+    """Fails the test if any process of its studies is still alive at the end (and kills it)."""
+    yield
+    deadline = time.monotonic() + 10
+    while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = processes_mentioning(str(tmp_path))
+    for line in left:
+        os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    assert not left, "processes outlived the sweep:\n" + "\n".join(left)
+
+
+FACTORIAL = """
+    study: factorial
+    seed: 5
+    repetitions: 2
+    timeout_s: 180
+    cluster: {kind: localhost, slots: 2}
+    fixed: {arch: single, model: mlp, dataset: fashion_mnist, steps: 20, batch_size: 32, eval_samples: 500}
+    factors:
+      lr: [0.02, 0.05]
+      momentum: [0.0, 0.9]
+    """
+
+
+def test_a_2x2_factorial_with_2_repetitions_gives_8_records_and_resumes_to_nothing(
+    tmp_path, no_leftovers
+):
+    spec = write_spec(tmp_path, "factorial", FACTORIAL)
+    study = tmp_path / "factorial"
+
+    dry = sweep(spec, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    commands = dry.stdout.splitlines()
+    assert len(commands) == 8
+    assert all("-m archbench.train --arch single" in c for c in commands)
+    assert len({c.split("--run-id ")[1].split()[0] for c in commands}) == 8
+    assert not study.exists(), "--dry-run must write nothing"
+
+    first = sweep(spec)
+    assert first.returncode == 0, first.stderr
+    records = results(study)
+    assert len(records) == 8
+    assert len({r["run_id"] for r in records}) == 8
+    assert [r["status"] for r in records] == ["ok"] * 8, [r.get("error") for r in records]
+    for r in records:
+        assert missing_keys(r) == [], missing_keys(r)
+        assert r["study"] == "factorial"
+        assert r["config"]["lr"] == r["sweep"]["factors"]["lr"]
+        assert r["config"]["momentum"] == r["sweep"]["factors"]["momentum"]
+        assert Path(r["sweep"]["log"]).exists()
+    combos = sorted(
+        (r["config"]["lr"], r["config"]["momentum"], r["sweep"]["repetition"]) for r in records
+    )
+    assert combos == sorted(
+        (lr, m, rep) for lr in (0.02, 0.05) for m in (0.0, 0.9) for rep in (1, 2)
+    )
+    # the two repetitions train from different seeds
+    assert len({r["config"]["seed"] for r in records}) == 2
+    # progress: plain lines on a non-terminal, with counts and an ETA
+    assert "[8/8] ok" in first.stderr and "ETA" in first.stderr
+    # commands are the ones --dry-run printed (same ids, same order)
+    started = [
+        line.split("start ")[1].split()[0]
+        for line in first.stderr.splitlines()
+        if "] start " in line
+    ]
+    assert started == [c.split("--run-id ")[1].split()[0] for c in commands]
+
+    before = (study / "results.jsonl").read_bytes()
+    again = sweep(spec)
+    assert again.returncode == 0, again.stderr
+    assert "0 to run" in again.stderr and "start" not in again.stderr
+    assert (study / "results.jsonl").read_bytes() == before
+    assert sweep(spec, "--dry-run").stdout == ""
+
+
+FAULTS = """
+    study: faults
+    order: design
+    timeout_s: 180
+    timeouts:
+      - when: {steps: 1000000}
+        timeout_s: 20
+    cluster: {kind: localhost, slots: 2}
+    fixed:
+      synthetic_shape: 4x4
+      data_dir: %(corrupt)s
+      batch_size: 16
+      eval_samples: 200
+    factors:
+      arch: [ring, single]
+      dataset: [synthetic, fashion_mnist]
+      model: [mlp, cnn]
+      steps: [20, 1000000]
+    design:
+      one_at_a_time:
+        base: {arch: ring, dataset: synthetic, model: mlp, steps: 20}
+    """
+
+
+def corrupt_fashion_mnist(folder: Path) -> Path:
+    """Fashion-MNIST files cut short: the gzip streams end early, so reading them crashes."""
+    folder.mkdir()
+    for source in Path(FASHION).glob("*.gz"):
+        (folder / source.name).write_bytes(source.read_bytes()[:3000])
+    return folder
+
+
+def test_a_crash_a_hang_and_an_impossible_run_do_not_stop_the_study(tmp_path, no_leftovers):
+    corrupt = corrupt_fashion_mnist(tmp_path / "corrupt")
+    spec = write_spec(tmp_path, "faults", FAULTS % {"corrupt": corrupt})
+    study = tmp_path / "faults"
+    proc = sweep(spec)
+    assert proc.returncode == 0, proc.stderr
+    records = results(study)
+    assert len(records) == 5 and len({r["run_id"] for r in records}) == 5, proc.stderr
+
+    def only(**want):
+        (match,) = [
+            r for r in records if all(r["sweep"]["config"].get(k) == v for k, v in want.items())
+        ]
+        return match
+
+    good_ring = only(arch="ring", dataset="synthetic", model="mlp", steps=20)
+    good_single = only(arch="single")
+    crash = only(dataset="fashion_mnist")
+    impossible = only(model="cnn")
+    hang = only(steps=1000000)
+
+    assert good_ring["status"] == "ok" and good_ring["cluster"]["world_size"] == 2
+    assert good_single["status"] == "ok"
+
+    assert crash["status"] == "failed"
+    assert crash["error"]["type"] not in ("Timeout", "InvalidConfiguration")
+    assert "Compressed file ended" in crash["error"]["message"]
+    assert crash["sweep"]["exit_status"] != 0
+
+    assert impossible["status"] == "failed"
+    assert impossible["error"]["type"] == "InvalidConfiguration"
+    assert "cnn needs image inputs" in impossible["error"]["message"]
+
+    assert hang["status"] == "timeout"
+    assert hang["error"]["type"] == "Timeout"
+    assert hang["sweep"]["timed_out"] is True
+    assert 20 <= hang["sweep"]["driver_wall_s"] < 60
+
+    for bad in (crash, impossible, hang):
+        assert missing_keys(bad) == [], missing_keys(bad)
+        assert "log_tail" in bad["error"]
+    # what the failed runs printed comes with their records (a hang may have printed nothing)
+    assert "Compressed file ended" in crash["error"]["log_tail"]
+    assert "cnn needs image inputs" in impossible["error"]["log_tail"]
+    assert "--retry-failed" in proc.stderr
+    assert processes_mentioning(str(study)) == []
+
+    # A second sweep keeps the failed records; --retry-failed would run exactly the bad ones.
+    again = sweep(spec)
+    assert "0 to run" in again.stderr and len(results(study)) == 5
+    retry = sweep(spec, "--retry-failed", "--dry-run")
+    assert sorted(
+        line.split("--run-id ")[1].split()[0] for line in retry.stdout.splitlines()
+    ) == sorted(r["run_id"] for r in (crash, impossible, hang))
+
+
+def test_retry_failed_replaces_the_failed_record(tmp_path, no_leftovers):
+    spec = write_spec(
+        tmp_path,
+        "retry",
+        """
+        cluster: localhost
+        fixed: {arch: single, model: cnn, dataset: synthetic, synthetic_shape: 4x4, steps: 5}
+        """,
+    )
+    assert sweep(spec).returncode == 0
+    (first,) = results(tmp_path / "retry")
+    assert first["status"] == "failed" and first["sweep"]["attempt"] == 1
+    assert "0 to run" in sweep(spec).stderr
+    assert sweep(spec, "--retry-failed").returncode == 0
+    (second,) = results(tmp_path / "retry")
+    assert second["run_id"] == first["run_id"] and second["sweep"]["attempt"] == 2
+    assert second["started_at"] != first["started_at"]
+    strict = sweep(spec, "--strict")
+    assert strict.returncode == 1  # --strict: not every run is ok
+
+
+KILLED = """
+    study: killed
+    order: design
+    timeout_s: 180
+    cluster: {kind: localhost, slots: 2}
+    fixed: {arch: single, model: mlp, dataset: fashion_mnist, steps: 20, batch_size: 32, eval_samples: 500}
+    factors:
+      lr: [0.01, 0.02, 0.03, 0.04]
+    """
+
+
+def test_a_driver_killed_mid_study_loses_and_duplicates_nothing(tmp_path, no_leftovers):
+    spec = write_spec(tmp_path, "killed", KILLED)
+    study = tmp_path / "killed"
+    log = open(tmp_path / "driver.log", "wb")
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "archbench.cli", "sweep", str(spec)],
+        cwd=REPO, env=sweep_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        # Wait until one run is recorded and the next one is under way, then kill the driver.
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            done = len(results(study))
+            running = [
+                d for d in (study / "runs").glob("*") if (d / "log.txt").exists() and not (d / "outcome.json").exists()
+            ] if (study / "runs").exists() else []  # fmt: skip
+            if done >= 1 and running and processes_mentioning(str(running[0])):
+                break
+            assert driver.poll() is None, (tmp_path / "driver.log").read_text()
+            time.sleep(0.2)
+        else:
+            pytest.fail("the sweep never got to its second run")
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        log.close()
+    recorded_before = (study / "results.jsonl").read_bytes()
+    # The run under way dies with its driver (it cannot go on to write anything later).
+    deadline = time.monotonic() + 15
+    while processes_mentioning(str(study)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_mentioning(str(study)) == []
+
+    resumed = sweep(spec)
+    assert resumed.returncode == 0, resumed.stderr
+    records = results(study)
+    assert len(records) == 4
+    assert sorted(r["config"]["lr"] for r in records) == [0.01, 0.02, 0.03, 0.04]
+    assert len({r["run_id"] for r in records}) == 4
+    assert all(r["status"] == "ok" for r in records)
+    # every record kept before the kill is still there, byte for byte, exactly once
+    assert (study / "results.jsonl").read_bytes().startswith(recorded_before)
+    for line in recorded_before.splitlines():
+        assert (study / "results.jsonl").read_bytes().count(line) == 1
