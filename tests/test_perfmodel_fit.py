@@ -222,3 +222,19 @@ def test_bad_input_is_one_line_and_status_2(tmp_path: Path, capsys, argv, messag
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not (study / "report").exists()
+
+
+def test_ps_records_use_the_recorded_shard_plan() -> None:
+    from archbench.perfmodel.records import observation_from_record
+
+    record = _record("p1", "ps", "toy", 2, 32, "1gbit", 2, 0.5, 0.01)
+    record["comm"] = {"ps": {"sharding": {"bytes_per_server": [3.0e5, 1.0e5],
+                                          "variables_per_server": [3, 1]}}}  # fmt: skip
+    obs = observation_from_record(record)
+    assert obs is not None and obs.config.ps_plan == ((3.0e5, 1.0e5), (3, 1))
+    assert obs.config.cpu_sharing_ranks == 4  # emulated link: every rank on this machine's cores
+    # the busiest server carries 3e5 of the 4e5 bytes: 2 workers x 3e5 x 8e-9 s/B per phase
+    calib = Calibration(intra=F.LinkCost(0.0, 0.0), inter=F.LinkCost(0.0, 0.0),
+                        compute={"toy": ComputeLine(0.0, 0.0)})  # fmt: skip
+    pred = predict_step(obs.config, ModelParams(), calib)
+    assert pred.comm_s == pytest.approx(2 * 2 * 3.0e5 * 8e-9)

@@ -10,7 +10,7 @@ import sys
 from archbench.errors import UsageError
 from archbench.perfmodel.calibration import ComputeLine
 from archbench.perfmodel.fitfile import model_inputs
-from archbench.perfmodel.modelinfo import input_spec, variable_bytes
+from archbench.perfmodel.modelinfo import input_spec, ps_plan, variable_bytes
 from archbench.perfmodel.predictor import ARCHS, StepConfig, default_placement, predict_step
 from archbench.perfmodel.units import format_bandwidth, parse_bandwidth
 
@@ -81,6 +81,7 @@ def build_config(args: argparse.Namespace) -> StepConfig:
     placement = default_placement(args.arch, args.workers, args.num_ps, args.placement, args.hosts)
     bandwidth = parse_bandwidth(args.bandwidth) if args.bandwidth else None
     sizes = None
+    plan = None
     if args.param_bytes is not None:
         if args.param_bytes <= 0:
             raise UsageError("--param-bytes must be positive")
@@ -92,6 +93,8 @@ def build_config(args: argparse.Namespace) -> StepConfig:
         shape, classes = input_spec({"dataset": args.dataset})
         sizes = variable_bytes(args.model, shape, classes)
         param_bytes = float(sum(sizes))
+        if args.arch == "ps":
+            plan = ps_plan(args.model, shape, classes, len(placement.ps_hosts), args.ps_sharding)
     return StepConfig(
         arch=args.arch,
         model=args.model,
@@ -102,6 +105,7 @@ def build_config(args: argparse.Namespace) -> StepConfig:
         sync=args.sync,
         ps_sharding=args.ps_sharding,
         variable_bytes=sizes,
+        ps_plan=plan,
         fusion_threshold_mb=args.fusion_threshold_mb,
         compression=args.compression,
         p2p_schedule=args.p2p_schedule,

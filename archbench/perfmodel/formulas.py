@@ -329,9 +329,10 @@ def ps_placed(
 
     PS tasks are matched to the PS ranks in rank order; the plan gives the bytes on each.
     gamma charges the server for applying each worker's gradient (W * S_k bytes on PS k).
-    per_request_s is the server's own time per tensor request (TensorFlow moves each variable
-    in its own RecvTensor call): PS k serves 2 * W * n_k of them per step, one after another
-    in the worst case, so they add to the step and to the server's bottleneck demand.
+    per_request_s is the time per tensor request (TensorFlow moves each variable, or each
+    shard of one, in its own RecvTensor call): PS k serves 2 * W * n_k of them per step and
+    each worker issues 2 * sum_k n_k, one after another in the worst case, so the larger of
+    the two adds to the step and to the bottleneck demand.
     """
     ps_hosts = placement.ps_hosts
     worker_hosts = placement.worker_hosts
@@ -351,7 +352,8 @@ def ps_placed(
     )
     workers = len(worker_hosts)
     apply_s = max(message_bytes_per_ps) * workers * gamma_s_per_byte
-    serve_s = 2 * workers * max(counts) * per_request_s
+    # the busiest server answers W * n_k requests each way; a worker issues sum_k n_k of them
+    serve_s = 2 * max(workers * max(counts), sum(counts)) * per_request_s
     links_s = phase_s(push, network) + phase_s(pull, network)
     sync_comm = 2 * remote_alpha + links_s + apply_s + serve_s
     # One worker alone: the slowest worker's own traffic with nobody else on the links.
@@ -361,7 +363,7 @@ def ps_placed(
         back = [(p, w, s) for (w, p, s) in mine]
         own = max(own, phase_s(mine, network) + phase_s(back, network))
     own += 2 * remote_alpha + max(message_bytes_per_ps) * gamma_s_per_byte
-    own += 2 * max(counts) * per_request_s
+    own += 2 * sum(counts) * per_request_s
     # Demand of one step of every worker on the busiest resource (links, or the server's
     # time); latency occupies neither.
     bottleneck = max(links_s, apply_s + serve_s)

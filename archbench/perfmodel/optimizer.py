@@ -15,7 +15,7 @@ from typing import Any
 
 from archbench.perfmodel import formulas as F
 from archbench.perfmodel.calibration import Calibration, is_finite_positive
-from archbench.perfmodel.modelinfo import input_spec, steps_per_epoch, variable_bytes
+from archbench.perfmodel.modelinfo import input_spec, ps_plan, steps_per_epoch, variable_bytes
 from archbench.perfmodel.predictor import ModelParams, StepConfig, predict_step
 from archbench.perfmodel.units import parse_bandwidth
 
@@ -70,6 +70,9 @@ def step_config_for(
     placement = F.Placement(hosts=tuple(hosts), roles=tuple(roles))
     bandwidth = config.get("bandwidth")
     sharing = len(hosts) if shared_machine else max(hosts.count(h) for h in set(hosts))
+    model = str(config.get("model", "mlp"))
+    sharding = str(config.get("ps_sharding", "round-robin"))
+    plan = ps_plan(model, shape, classes, num_ps, sharding) if arch == "ps" else None
     return StepConfig(
         arch=arch,
         model=str(config.get("model", "mlp")),
@@ -78,8 +81,9 @@ def step_config_for(
         placement=placement,
         bandwidth_bits=parse_bandwidth(bandwidth) if bandwidth else None,
         sync=config.get("sync", True) is not False,
-        ps_sharding=str(config.get("ps_sharding", "round-robin")),
+        ps_sharding=sharding,
         variable_bytes=sizes,
+        ps_plan=plan,
         fusion_threshold_mb=config.get("fusion_threshold_mb"),
         compression=str(config.get("compression", "none")),
         p2p_schedule=str(config.get("p2p_schedule", "staggered")),

@@ -71,6 +71,9 @@ class StepConfig:
     sync: bool = True
     ps_sharding: str = "round-robin"
     variable_bytes: tuple[float, ...] | None = None  # for the PS shard plan
+    # (bytes, variables) per PS of the actual shard plan, when known (from the run record or
+    # the PS trainer's planner); else the plan is worked out from variable_bytes
+    ps_plan: tuple[tuple[float, ...], tuple[int, ...]] | None = None
     fusion_threshold_mb: float | None = None
     compression: str = "none"
     p2p_schedule: str = "staggered"
@@ -140,6 +143,8 @@ def ps_shards(config: StepConfig) -> tuple[list[float], list[int]]:
     k = config.num_ps
     if k < 1:
         raise UsageError("a PS configuration needs at least one PS")
+    if config.ps_plan and len(config.ps_plan[0]) == k:
+        return list(config.ps_plan[0]), list(config.ps_plan[1])
     if config.variable_bytes:
         assignment = F.shard_assignment(config.variable_bytes, k, config.ps_sharding)
         loads = [0.0] * k

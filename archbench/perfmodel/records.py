@@ -73,13 +73,12 @@ def cpu_sharing_ranks(record: dict[str, Any], placement: F.Placement) -> int:
     """Processes competing for the chief worker's cores.
 
     On an emulated cluster every namespace runs on the same machine, so all ranks share its
-    cores; on a real cluster only the ranks placed on the same host do.
+    cores; on a real cluster (or one machine) only the ranks placed on the same host do.
     """
     cluster = record.get("cluster") or {}
-    link = cluster.get("link")
-    emulated = bool(cluster.get("emulated")) or (
-        isinstance(link, dict) and bool(link.get("emulated") or link.get("namespaces"))
-    )
+    # archbench records a shaped link only for its emulated cluster (cluster.link is the tc
+    # rate of its veths; None on real hosts and on one machine)
+    emulated = bool(cluster.get("emulated")) or bool(cluster.get("link"))
     if emulated:
         return len(placement.hosts)
     workers = placement.worker_hosts
@@ -125,6 +124,13 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         return None
     placement = placement_from_record(record)
     variable_bytes = variable_bytes_for(record) if arch == "ps" else None
+    sharding = _get(record, "comm.ps.sharding") or {}
+    plan = None
+    if sharding.get("bytes_per_server") and sharding.get("variables_per_server"):
+        plan = (
+            tuple(float(b) for b in sharding["bytes_per_server"]),
+            tuple(int(v) for v in sharding["variables_per_server"]),
+        )
     step = StepConfig(
         arch=arch,
         model=str(config.get("model")),
@@ -135,6 +141,7 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         sync=_is_sync(config.get("sync", True)),
         ps_sharding=str(config.get("ps_sharding") or "round-robin"),
         variable_bytes=variable_bytes,
+        ps_plan=plan,
         fusion_threshold_mb=config.get("fusion_threshold_mb"),
         compression=str(config.get("compression") or "none"),
         p2p_schedule=str(config.get("p2p_schedule") or "staggered"),

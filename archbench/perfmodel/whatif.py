@@ -4,36 +4,38 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from archbench.errors import UsageError
 from archbench.perfmodel.calibration import Calibration
-from archbench.perfmodel.modelinfo import input_spec, variable_bytes
+from archbench.perfmodel.modelinfo import input_spec, ps_plan, variable_bytes
 from archbench.perfmodel.predictor import ModelParams, StepConfig, default_placement, predict_step
 from archbench.perfmodel.records import Observation
 from archbench.perfmodel.units import parse_bandwidth
 
 DEFAULT_BATCH = 64
+PS_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
-def _model_facts(
-    model: str, observations: Sequence[Observation]
-) -> tuple[tuple[float, ...] | None, float, int | None]:
-    """(variable sizes, gradient bytes, most common batch) of a model, from the study or built."""
+@dataclass(frozen=True)
+class ModelFacts:
+    sizes: tuple[float, ...]
+    shape: tuple[int, ...]
+    classes: int
+    batch: int | None  # the study's most common batch for this model
+
+
+def _model_facts(model: str, observations: Sequence[Observation]) -> ModelFacts:
+    """Variable sizes, input shape and usual batch of a model, from the study and the builder."""
     mine = [o for o in observations if o.config.model == model]
     batch = Counter(o.config.batch_size for o in mine).most_common(1)[0][0] if mine else None
-    if mine and mine[0].config.variable_bytes:
-        sizes = mine[0].config.variable_bytes
-        return sizes, float(sum(sizes)), batch
     dataset = (mine[0].record.get("config") or {}).get("dataset") if mine else "fashion_mnist"
     shape, classes = input_spec({"dataset": dataset})
     try:
         sizes = variable_bytes(model, shape, classes)
-    except Exception:  # noqa: BLE001 - fall back to the recorded byte count
-        if mine:
-            return None, mine[0].config.param_bytes, batch
+    except Exception:  # noqa: BLE001 - the builder's own message is not ours to show
         raise UsageError(f"cannot build model {model!r} to count its parameters") from None
-    return sizes, float(sum(sizes)), batch
+    return ModelFacts(sizes, shape, classes, batch)
 
 
 def whatif_curves(
@@ -53,46 +55,44 @@ def whatif_curves(
     curves: dict[tuple[str, str], dict[str, list[tuple[int, float]]]] = {}
     batches: dict[str, int] = {}
     for model in models:
-        sizes, param_bytes, study_batch = _model_facts(model, observations)
-        batch = batch_size or study_batch or DEFAULT_BATCH
+        facts = _model_facts(model, observations)
+        batch = batch_size or facts.batch or DEFAULT_BATCH
         batches[model] = batch
+        plans = {
+            (k, sharding): ps_plan(model, facts.shape, facts.classes, k, sharding)
+            for k in PS_COUNTS
+            for sharding in ("round-robin", "balanced")
+        }
         for bandwidth in bandwidths:
-            bits = parse_bandwidth(bandwidth)
-            lines: dict[str, list[tuple[int, float]]] = {
-                "ring": [],
-                "p2p": [],
-                "ps (1 PS)": [],
-                "ps (best K)": [],
-            }
-
             base = StepConfig(
-                arch="ring", model=model, batch_size=batch, param_bytes=param_bytes,
+                arch="ring", model=model, batch_size=batch, param_bytes=float(sum(facts.sizes)),
                 placement=default_placement("ring", 2, 0, "dedicated", None),
-                bandwidth_bits=bits, variable_bytes=sizes,
+                bandwidth_bits=parse_bandwidth(bandwidth), variable_bytes=facts.sizes,
             )  # fmt: skip
 
-            def predict(
-                arch: str,
-                w: int,
-                k: int = 0,
-                sharding: str = "round-robin",
-                base: StepConfig = base,
-            ) -> float:
-                config = replace(
-                    base,
-                    arch=arch,
-                    ps_sharding=sharding,
-                    placement=default_placement(arch, w, k, "dedicated", None),
-                )
+            def samples_per_s(config: StepConfig) -> float:
                 return predict_step(config, params, calib).samples_per_s
 
+            lines: dict[str, list[tuple[int, float]]] = {
+                "ring": [], "p2p": [], "ps (1 PS)": [], "ps (best K)": [],
+            }  # fmt: skip
             for w in workers:
-                lines["ring"].append((w, predict("ring", w)))
-                lines["p2p"].append((w, predict("p2p", w)))
-                lines["ps (1 PS)"].append((w, predict("ps", w, 1)))
-                counts = [k for k in (1, 2, 4, 8, 16, 32, 64, 128) if k <= w]
-                lines["ps (best K)"].append(
-                    (w, max(predict("ps", w, k, "balanced") for k in counts))
-                )
+                for arch in ("ring", "p2p"):
+                    placement = default_placement(arch, w, 0, "dedicated", None)
+                    lines[arch].append(
+                        (w, samples_per_s(replace(base, arch=arch, placement=placement)))
+                    )
+                best = 0.0
+                for k in (k for k in PS_COUNTS if k <= w):
+                    for sharding in ("round-robin", "balanced"):
+                        config = replace(
+                            base, arch="ps", ps_sharding=sharding, ps_plan=plans[(k, sharding)],
+                            placement=default_placement("ps", w, k, "dedicated", None),
+                        )  # fmt: skip
+                        rate = samples_per_s(config)
+                        if k == 1 and sharding == "round-robin":
+                            lines["ps (1 PS)"].append((w, rate))
+                        best = max(best, rate)
+                lines["ps (best K)"].append((w, best))
             curves[(model, bandwidth)] = lines
     return curves, batches
