@@ -178,6 +178,8 @@ class Sweep:
         progress = Progress(len(todo), stream=self.err)
         try:
             for run in todo:
+                if self.cluster is not None and "bandwidth" in run.config:
+                    self.cluster.ensure(run.config["bandwidth"])
                 label = f"{run.run_id} ({describe(run.config)})"
                 progress.start(label)
                 record = self._execute(run)
@@ -239,8 +241,6 @@ class Sweep:
             Path(prepared.hostfile).write_text(hostfile_text(run.layout))
         (prepared.run_dir / "command.txt").write_text(prepared.command + "\n")
         (prepared.run_dir / "attempt").write_text(f"{attempt}\n")
-        if self.cluster is not None and "bandwidth" in run.config:
-            self.cluster.ensure(run.config["bandwidth"])
         env = {**os.environ, **self.spec.env, **RUN_ENV}
         if run.arch in MULTI_PROCESS:
             env.update(root_mpi_env())

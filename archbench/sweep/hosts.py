@@ -29,7 +29,7 @@ class ClusterTarget:
 
     def describe(self) -> str:
         hosts = ", ".join(f"{name}:{slots}" for name, slots in self.hosts)
-        link = f", links {self.bandwidth}" if self.bandwidth else ""
+        link = f", links {self.bandwidth} unless a run sets bandwidth" if self.bandwidth else ""
         return f"{self.kind} ({hosts}{link})"
 
 

@@ -158,6 +158,9 @@ def build(
     record["run_id"], record["study"], record["status"] = run.run_id, study, status
     if error is not None:
         record["error"] = {**error, "log_tail": tail}
+    cluster = record.setdefault("cluster", {})
+    if isinstance(cluster, dict) and not cluster.get("hostfile"):
+        cluster["hostfile"] = hostfile  # remote ranks cannot see the launcher's command line
     config = record.setdefault("config", {})
     for key in ("workers", "placement", "bandwidth", "launcher"):
         if key in run.config:
