@@ -16,7 +16,7 @@ from cluster_fixture import PROJECT_ROOT, run_cluster_command
 
 from archbench.cluster.preflight import cluster_unavailable_reason
 from archbench.cluster.sshd import pid_alive
-from archbench.cluster.state import RUN_DIR, load_state
+from archbench.cluster.state import RUN_DIR, current_link, load_state
 
 pytestmark = pytest.mark.skipif(
     cluster_unavailable_reason() is not None, reason=str(cluster_unavailable_reason())
@@ -108,6 +108,17 @@ def test_up_status_down_round_trip_leaves_the_machine_as_before(quiet_machine: N
     clash = run_cluster_command("up", "--name", NAME, "--prefix", PREFIX, "--nodes", "3")
     assert clash.returncode == 2 and "already up" in clash.stderr
 
+    # Re-shaping a live cluster changes both ends of every link, and what current_link reports.
+    shaped = run_cluster_command("shape", "--name", NAME, "--bandwidth", "150mbit")
+    assert shaped.returncode == 0, shaped.stderr
+    for namespace, device in ((None, state.nodes[1].host_veth), ("rt2", state.bridge)):
+        tc = ["tc", "-n", namespace] if namespace else ["tc"]
+        shown = subprocess.run(
+            [*tc, "qdisc", "show", "dev", device], capture_output=True, text=True
+        )
+        assert "rate 150Mbit" in shown.stdout, shown.stdout
+    assert current_link(["rt1", "rt2"]) == "150mbit"
+
     sshd_pids = [node.sshd_pid for node in state.nodes]
     down = run_cluster_command("down", "--name", NAME)
     assert down.returncode == 0, down.stderr
@@ -119,6 +130,9 @@ def test_up_status_down_round_trip_leaves_the_machine_as_before(quiet_machine: N
     twice = run_cluster_command("down", "--name", NAME)
     assert twice.returncode == 0 and "not up" in twice.stdout
     assert _snapshot() == before
+    assert current_link(["rt1", "rt2"]) is None
+    gone = run_cluster_command("shape", "--name", NAME, "--bandwidth", "150mbit")
+    assert gone.returncode == 2 and "not up" in gone.stderr
 
 
 def test_node_names_of_another_cluster_are_refused(quiet_machine: None) -> None:

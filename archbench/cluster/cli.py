@@ -47,6 +47,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     up.set_defaults(func=run_up)
 
+    shape = commands.add_parser("shape", help="change the bandwidth of a cluster that is up")
+    shape.add_argument("--bandwidth", required=True, help="new rate of every node link")
+    shape.add_argument(
+        "--name", default=DEFAULT_NAME, help=f"cluster name (default {DEFAULT_NAME})"
+    )
+    shape.set_defaults(func=run_shape)
+
     down = commands.add_parser("down", help="remove everything the cluster made (safe to repeat)")
     target = down.add_mutually_exclusive_group()
     target.add_argument(
@@ -84,6 +91,20 @@ def run_up(args: argparse.Namespace) -> int:
     else:
         print(f"cluster {state.name!r} is up")
     print(describe(state))
+    return 0
+
+
+def run_shape(args: argparse.Namespace) -> int:
+    from archbench.cluster.lifecycle import set_bandwidth
+    from archbench.cluster.preflight import require_cluster_support
+
+    spec = make_spec(args.name, 1, args.bandwidth, DEFAULT_PREFIX, 1)  # validates the rate
+    require_cluster_support()
+    try:
+        state = set_bandwidth(args.name, spec.bandwidth)
+    except RunFailed as exc:
+        return _failed(str(exc))
+    print(f"cluster {state.name!r}: links now {state.bandwidth} each way")
     return 0
 
 

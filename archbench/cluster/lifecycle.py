@@ -243,6 +243,20 @@ def tear_down(name: str) -> ClusterState | None:
         return state
 
 
+def set_bandwidth(name: str, bandwidth: str) -> ClusterState:
+    """Re-shape every link of a cluster that is up (tc qdisc replace: no ssh, no namespace is
+    touched, running connections stay). `bandwidth` must already be validated."""
+    with cluster_lock():
+        state = load_state(name)
+        if state is None or not is_up(state):
+            raise UsageError(f"cluster {name!r} is not up")
+        for node in state.nodes:
+            network.shape_link(node.name, node.host_veth, state.bridge, bandwidth)
+        state.bandwidth = bandwidth
+        save_state(state)
+        return state
+
+
 def _remove_leftover_blocks(name: str) -> None:
     # Without a state file (e.g. /run was cleared) the file blocks may still be there.
     with contextlib.suppress(OSError):

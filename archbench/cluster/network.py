@@ -94,8 +94,13 @@ def create_node(
     run("ip", "-n", namespace, "link", "set", "dev", "lo", "up")
     run("ip", "-n", namespace, "addr", "add", address_cidr, "dev", interface)
     run("ip", "-n", namespace, "link", "set", "dev", interface, "up")
-    _shape(host_veth, bandwidth, None)  # host -> node
-    _shape(interface, bandwidth, namespace)  # node -> host and other nodes
+    shape_link(namespace, host_veth, interface, bandwidth)
+
+
+def shape_link(namespace: str, host_veth: str, interface: str, bandwidth: str) -> None:
+    """Both directions of a node's link: host->node on the host end, node->rest on the node end."""
+    _shape(host_veth, bandwidth, None)
+    _shape(interface, bandwidth, namespace)
 
 
 def namespace_pids(namespace: str) -> list[int]:
