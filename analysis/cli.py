@@ -1,0 +1,46 @@
+"""`archbench report runs/<study>/ [--out DIR]`: figures and a written report from run records."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from archbench.errors import UsageError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="write figures and a report (markdown + HTML) from a study's run records",
+        description=(
+            "Read the run records of a study (runs/<study>/results.jsonl, or any records file) "
+            "and write report.md, report.html, PNG and SVG figures and CSV tables."
+        ),
+    )
+    parser.add_argument("study", type=Path, help="a study folder (runs/<study>/) or a .jsonl file")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where to write the report (default: <study folder>/report)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here: pandas and matplotlib are only needed once the command really runs.
+    from analysis.report import write_report
+
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} exists and is not a folder")
+    report = write_report(args.study, args.out)
+    study = report.study
+    print(
+        f"{len(study.ok)} of {len(study.frame)} runs usable; "
+        f"{len(report.figures)} figures; {len(report.skipped)} part(s) skipped"
+    )
+    for line in report.findings:
+        print(f"  - {line}")
+    print(f"report: {report.markdown}")
+    print(f"        {report.html}")
+    return 0

@@ -1,0 +1,572 @@
+"""Run records (JSON lines) -> one pandas DataFrame with a column per record field.
+
+Loading is tolerant by design: a half-written last line, failed or timed-out runs, records
+from an older schema that lack newer fields, and studies with a single repetition all load;
+what was odd about the data is collected in `Study.notes` so the report can say so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from archbench.errors import UsageError
+
+# Factor names that mark repetitions of one configuration, not a factor of the study.
+REPLICATE_NAMES = frozenset({"rep", "repetition", "repeat", "replicate", "seed", "run", "run_id"})
+# Factors that define the workload (what is trained) rather than how it is trained.
+WORKLOAD_NAMES = frozenset({"model", "dataset", "workload", "text_file"})
+# Config keys that follow from other settings or name the run, so they are never factors.
+DERIVED_CONFIG_KEYS = frozenset(
+    {"global_batch_size", "seed", "out", "run_id", "study", "steps_run", "dataset_source"}
+)
+PLACEMENTS = ("dedicated", "co-located")
+
+# Short column name -> dotted record field, read for every record (NaN where absent).
+FIELD_COLUMNS: dict[str, str] = {
+    "arch": "config.arch",
+    "model": "config.model",
+    "dataset": "config.dataset",
+    "batch_size": "config.batch_size",
+    "global_batch_size": "config.global_batch_size",
+    "num_ps": "config.num_ps",
+    "samples_per_s": "timing.samples_per_s",
+    "train_s": "timing.train_s",
+    "wall_s": "timing.wall_s",
+    "step_s": "timing.step_s_median",
+    "step_s_p90": "timing.step_s_p90",
+    "compute_s": "timing.compute_s_median",
+    "comm_s": "timing.comm_s_median",
+    "test_accuracy": "result.test_accuracy",
+    "final_loss": "result.final_loss",
+    "target_accuracy": "result.target_accuracy",
+    "time_to_target_s": "result.time_to_target_s",
+    "bytes_per_step": "comm.bytes_sent_per_step",
+    "params": "model_stats.params",
+}
+
+# Fields whose absence in successful runs limits what the report can show.
+EXPECTED_FIELDS: tuple[str, ...] = (
+    "config.arch",
+    "cluster.num_workers",
+    "timing.samples_per_s",
+    "timing.train_s",
+    "timing.step_s_median",
+    "timing.compute_s_median",
+    "timing.comm_s_median",
+    "timing.exposed_comm_s",
+    "timing.epochs",
+    "result.test_accuracy",
+    "result.time_to_target_s",
+    "factors",
+)
+
+
+@dataclass
+class Study:
+    """The records of one study, flattened, with what was odd about them."""
+
+    name: str
+    sources: list[Path]
+    frame: pd.DataFrame  # every kept record (ok and not ok), one row each
+    factors: list[str]  # factor names; each has a column "factors.<name>"
+    factors_declared: bool  # True when the records carry the sweep's `factors`
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> pd.DataFrame:
+        return self.frame[self.frame["status"] == "ok"]
+
+    @property
+    def not_ok(self) -> pd.DataFrame:
+        return self.frame[self.frame["status"] != "ok"]
+
+    @property
+    def workload_factors(self) -> list[str]:
+        return [name for name in self.factors if name in WORKLOAD_NAMES]
+
+    @property
+    def config_factors(self) -> list[str]:
+        return [name for name in self.factors if name not in WORKLOAD_NAMES]
+
+
+def factor_column(name: str) -> str:
+    return f"factors.{name}"
+
+
+def find_record_files(path: Path) -> list[Path]:
+    """The JSON-lines files of a study: a file itself, or a study folder's results."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise UsageError(f"no such file or folder: {path}")
+    preferred = path / "results.jsonl"
+    if preferred.is_file():
+        return [preferred]
+    files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
+    if not files:
+        raise UsageError(f"no run records (*.jsonl) in {path}")
+    return files
+
+
+def read_records(paths: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Parse JSON lines; lines that are not a JSON object (e.g. half-written) are skipped."""
+    records: list[dict[str, Any]] = []
+    bad: list[str] = []
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                bad.append(f"{path.name}:{number}")
+                continue
+            if not isinstance(record, dict):
+                bad.append(f"{path.name}:{number}")
+                continue
+            record["_source"] = f"{path.name}:{number}"
+            record["_file"] = str(path)
+            records.append(record)
+    return records, bad
+
+
+def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts become dotted keys; lists (hosts, roles, epochs) are kept whole."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat[name] = value  # keep the whole too, so "factors" can be tested for presence
+            flat.update(flatten(value, prefix=f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def normalise_placement(level: Any) -> Any:
+    """Map the many ways of naming a placement onto `dedicated` / `co-located`."""
+    if not isinstance(level, str):
+        return level
+    # A hostfile path names its layout in its file name (e.g. hostfiles/ps-dedicated.txt).
+    text = level.lower().replace("_", "-").rsplit("/", 1)[-1]
+    if any(word in text for word in ("colocated", "co-located", "shared", "beside")):
+        return "co-located"
+    if any(word in text for word in ("dedicated", "separate")):
+        return "dedicated"
+    return level
+
+
+def placement_from_hosts(hosts: Any, roles: Any) -> str | None:
+    """`dedicated` when no PS rank shares a host with a worker, else `co-located`."""
+    if not isinstance(hosts, list) or not isinstance(roles, list) or len(hosts) != len(roles):
+        return None
+    ps_hosts = {h for h, r in zip(hosts, roles, strict=True) if "ps" in str(r).lower()}
+    worker_hosts = {h for h, r in zip(hosts, roles, strict=True) if "ps" not in str(r).lower()}
+    if not ps_hosts:
+        return None
+    return "co-located" if ps_hosts & worker_hosts else "dedicated"
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def record_factors(flat: dict[str, Any]) -> dict[str, Any]:
+    """The factor levels a record lists: top-level `factors`, or the sweep's `sweep.factors`."""
+    for key in ("factors", "sweep.factors"):
+        value = flat.get(key)
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def normalise_level(name: str, value: Any) -> Any:
+    """One spelling per level: placements unified, a boolean `sync` as sync/async."""
+    lowered = name.lower()
+    if "placement" in lowered:
+        return normalise_placement(value)
+    if lowered == "sync" and isinstance(value, bool):
+        return "sync" if value else "async"
+    return value
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _num_workers(flat: dict[str, Any]) -> float:
+    """cluster.num_workers, else counted from roles, else 1 for the single-process baseline."""
+    value = _number(flat.get("cluster.num_workers"))
+    if not math.isnan(value):
+        return value
+    roles = flat.get("cluster.roles")
+    if isinstance(roles, list) and roles:
+        return float(sum("ps" not in str(r).lower() for r in roles))
+    world = _number(flat.get("cluster.world_size"))
+    num_ps = _number(flat.get("cluster.num_ps"))
+    if not math.isnan(world):
+        return world - (0.0 if math.isnan(num_ps) else num_ps)
+    return 1.0 if flat.get("config.arch") == "single" else math.nan
+
+
+def _sync_mode(flat: dict[str, Any]) -> Any:
+    """`sync`/`async` for parameter-server runs; the other architectures are always synchronous."""
+    if flat.get("config.arch") != "ps":
+        return None
+    sync = flat.get("config.sync")
+    if isinstance(sync, str):
+        return "async" if "async" in sync.lower() else "sync"
+    if sync is None:
+        return None
+    return "sync" if sync else "async"
+
+
+def _row(flat: dict[str, Any]) -> dict[str, Any]:
+    """Short, typed analysis columns derived from one flattened record."""
+    row: dict[str, Any] = {}
+    for column, dotted in FIELD_COLUMNS.items():
+        value = flat.get(dotted)
+        row[column] = value if column in ("arch", "model", "dataset") else _number(value)
+    row["status"] = str(flat.get("status") or "unknown")
+    row["run_id"] = flat.get("run_id")
+    row["workers"] = _num_workers(flat)
+    declared = record_factors(flat)
+    row["link"] = next(
+        (
+            v
+            for v in (
+                flat.get("cluster.link"),
+                flat.get("config.bandwidth"),
+                declared.get("bandwidth"),
+            )
+            if v
+        ),
+        None,
+    )
+    row["sync_mode"] = _sync_mode(flat)
+    exposed = _number(flat.get("timing.exposed_comm_s"))
+    if math.isnan(exposed):
+        # Older records: the whole exchange time stands in for the part not hidden by overlap.
+        exposed = row["comm_s"]
+        row["exposed_from"] = "comm_s_median" if not math.isnan(exposed) else None
+    else:
+        row["exposed_from"] = "exposed_comm_s"
+    row["exposed_comm_s"] = max(exposed, 0.0) if not math.isnan(exposed) else math.nan
+    epochs = flat.get("timing.epochs")
+    row["epochs"] = epochs if isinstance(epochs, list) else []
+    if "result.time_to_target_s" not in flat:
+        # Older records: read the time to target off the evaluation curve.
+        row["time_to_target_s"] = _time_to_target(row["epochs"], row["target_accuracy"])
+    derived = placement_from_hosts(flat.get("cluster.hosts"), flat.get("cluster.roles"))
+    named = next(
+        (
+            normalise_placement(v)
+            for v in (
+                *(declared[k] for k in declared if "placement" in k.lower()),
+                flat.get("config.placement"),
+            )
+            if v is not None
+        ),
+        None,
+    )
+    row["placement_hosts"] = derived
+    # The study's own name for the placement where it is one of the two PS layouts; else the
+    # layout the hosts show (e.g. a packed or spread policy, or a hostfile).
+    placement = named if named in PLACEMENTS else derived
+    row["placement"] = placement if flat.get("config.arch") == "ps" else None
+    error = flat.get("error")
+    row["error"] = (
+        f"{error.get('type', 'error')}: {error.get('message', '')}".strip()
+        if isinstance(error, dict)
+        else (str(error) if error else None)
+    )
+    return row
+
+
+def _time_to_target(epochs: list[Any], target: float) -> float:
+    if math.isnan(target):
+        return math.nan
+    for point in epochs:
+        if isinstance(point, dict) and _number(point.get("test_accuracy")) >= target:
+            return _number(point.get("train_s"))
+    return math.nan
+
+
+def _config_value(flat: dict[str, Any], row: dict[str, Any], name: str) -> Any:
+    """A factor level read from the record when the record does not list it in `factors`."""
+    lowered = name.lower()
+    if lowered in ("workers", "num_workers", "np", "world_size"):
+        return row["workers"] if lowered != "world_size" else flat.get("cluster.world_size")
+    if lowered in ("link", "bandwidth"):
+        return row["link"]
+    if "placement" in lowered:
+        return row["placement"]
+    for prefix in ("config.", "cluster."):
+        if f"{prefix}{name}" in flat:
+            return flat[f"{prefix}{name}"]
+    return None
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list | dict):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def _dedupe(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """One record per run id: the last successful one, else the last one (retried runs)."""
+    chosen: dict[Any, dict[str, Any]] = {}
+    anonymous: list[dict[str, Any]] = []
+    for record in records:
+        run_id = record.get("run_id")
+        if run_id is None:
+            anonymous.append(record)
+            continue
+        previous = chosen.get(run_id)
+        if previous is None or record.get("status") == "ok" or previous.get("status") != "ok":
+            chosen[run_id] = record
+    kept = list(chosen.values()) + anonymous
+    return kept, len(records) - len(kept)
+
+
+def level_sort_key(level: Any) -> tuple[int, float, str]:
+    """Order levels numerically where they are numbers (2 < 10), else by name; None last."""
+    if _is_missing(level):
+        return (2, 0.0, "")
+    number = _number(level)
+    if not math.isnan(number):
+        return (0, number, "")
+    # "100mbit" < "1gbit": compare bandwidths by their value in bits/s.
+    bandwidth = _bandwidth_bits(str(level))
+    if bandwidth is not None:
+        return (0, bandwidth, str(level))
+    return (1, 0.0, str(level))
+
+
+def _bandwidth_bits(text: str) -> float | None:
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9}
+    lowered = text.lower().strip()
+    for unit, scale in units.items():
+        if lowered.endswith(unit):
+            try:
+                return float(lowered[: -len(unit)]) * scale
+            except ValueError:
+                return None
+    return None
+
+
+def format_level(level: Any) -> str:
+    """A factor level as a short label: 2.0 -> '2', True -> 'true', None -> 'n/a'."""
+    if _is_missing(level):
+        return "n/a"
+    if isinstance(level, bool):
+        return "true" if level else "false"
+    if isinstance(level, float) and level.is_integer():
+        return str(int(level))
+    return str(level)
+
+
+# Read from the derived columns instead (the sweep also copies them into config).
+DERIVED_COLUMNS = {"workers": "workers", "link": "link", "placement": "placement"}
+CONFIG_ALIASES = {"bandwidth": "link", "workers": "workers", "placement": "placement"}
+
+
+def _infer_factors(frame: pd.DataFrame, flats: list[dict[str, Any]]) -> list[str]:
+    """Without declared factors: the settings that vary among runs of the same architecture.
+
+    A setting that changes only together with the architecture (e.g. the fusion buffer, set
+    for ring and absent for single) is part of what the architecture is, not a factor.
+    """
+    is_ok = (frame["status"] == "ok").to_numpy()
+    use = is_ok if is_ok.any() else [True] * len(flats)
+    rows = [flat for flat, keep in zip(flats, use, strict=True) if keep]
+    archs = [str(flat.get("config.arch")) for flat in rows]
+    names: list[str] = []
+    if len(set(archs)) > 1:
+        names.append("arch")
+
+    def varies_within_an_arch(values: list[Any]) -> bool:
+        seen: dict[str, set[Any]] = {}
+        for arch, value in zip(archs, values, strict=True):
+            if not _is_missing(value):
+                seen.setdefault(arch, set()).add(_hashable(value))
+        return any(len(levels) > 1 for levels in seen.values())
+
+    config_keys = sorted({k for flat in rows for k in flat if k.startswith("config.")})
+    for key in config_keys:
+        name = key.removeprefix("config.")
+        if name in DERIVED_CONFIG_KEYS or name in CONFIG_ALIASES or name == "arch" or "." in name:
+            continue
+        if varies_within_an_arch([flat.get(key) for flat in rows]):
+            names.append(name)
+    subset = frame.loc[list(use)]
+    for name, column in DERIVED_COLUMNS.items():
+        if varies_within_an_arch(list(subset[column])):
+            names.append(name)
+    # The architecture first, then the workload: the study's main factors.
+    return sorted(names, key=lambda n: (n != "arch", n not in WORKLOAD_NAMES))
+
+
+def config_label(levels: dict[str, Any]) -> str:
+    """'arch=ring workers=2' for the levels that apply (n/a levels left out)."""
+    parts = [f"{k}={format_level(v)}" for k, v in levels.items() if not _is_missing(v)]
+    return " ".join(parts) if parts else "(one configuration)"
+
+
+def load_study(path: Path) -> Study:
+    """Read a study folder (or one records file) into a Study; UsageError when nothing loads."""
+    default_name = path.name if path.is_dir() else path.stem
+    return load_files(find_record_files(path), default_name)
+
+
+def load_files(sources: list[Path], default_name: str = "") -> Study:
+    """Read the records of several files as one study; UsageError when nothing loads."""
+    for source in sources:
+        if not source.is_file():
+            raise UsageError(f"no such file: {source}")
+    raw, bad_lines = read_records(sources)
+    if not raw:
+        where = ", ".join(str(p) for p in sources)
+        raise UsageError(f"no run records in {where}")
+    records, superseded = _dedupe(raw)
+    flats = [flatten({k: v for k, v in r.items() if not k.startswith("_")}) for r in records]
+    rows = [_row(flat) for flat in flats]
+    frame = pd.DataFrame(rows)
+    frame["source"] = [r["_source"] for r in records]
+    frame["file"] = [r["_file"] for r in records]
+
+    listed = [record_factors(flat) for flat in flats]
+    declared = any(listed)
+    if declared:
+        seen: dict[str, None] = {}
+        for levels in listed:
+            seen.update(dict.fromkeys(levels))
+        factors = [n for n in seen if n.lower() not in REPLICATE_NAMES]
+        factors.sort(key=lambda n: (n != "arch", n not in WORKLOAD_NAMES))
+    else:
+        factors = _infer_factors(frame, flats)
+
+    for name in factors:
+        values = []
+        for flat, row, levels in zip(flats, rows, listed, strict=True):
+            if levels:
+                # A factor a record does not list does not apply to its architecture.
+                value = levels.get(name)
+            else:
+                value = _config_value(flat, row, name)  # older record: read its settings
+            values.append(_hashable(normalise_level(name, value)))
+        frame[factor_column(name)] = pd.Series(values, index=frame.index, dtype=object)
+
+    frame["workload"] = _workload_labels(frame, [n for n in factors if n in WORKLOAD_NAMES])
+    config_names = [n for n in factors if n not in WORKLOAD_NAMES]
+    frame["config"] = [
+        config_label({n: frame.at[i, factor_column(n)] for n in config_names}) for i in frame.index
+    ]
+
+    name = next((str(r["study"]) for r in records if r.get("study")), "") or default_name
+    study = Study(
+        name=name,
+        sources=sources,
+        frame=frame,
+        factors=factors,
+        factors_declared=declared,
+    )
+    study.notes.extend(_quality_notes(study, flats, bad_lines, superseded))
+    return study
+
+
+def _workload_labels(frame: pd.DataFrame, workload_factors: list[str]) -> list[str]:
+    """'mlp/fashion_mnist' style labels; only the parts that vary, so labels stay short."""
+    parts = [factor_column(n) for n in workload_factors]
+    if not parts:
+        model = frame["model"].fillna("?").astype(str)
+        dataset = frame["dataset"].fillna("?").astype(str)
+        if model.nunique() > 1 or dataset.nunique() <= 1:
+            return list(model if dataset.nunique() <= 1 else model + "/" + dataset)
+        return list(dataset)
+    labels = []
+    for i in frame.index:
+        labels.append("/".join(format_level(frame.at[i, c]) for c in parts))
+    return labels
+
+
+def _quality_notes(
+    study: Study, flats: list[dict[str, Any]], bad_lines: list[str], superseded: int
+) -> list[str]:
+    notes: list[str] = []
+    frame = study.frame
+    if bad_lines:
+        shown = ", ".join(bad_lines[:5]) + (" ..." if len(bad_lines) > 5 else "")
+        notes.append(
+            f"{len(bad_lines)} line(s) were not complete JSON records (e.g. half-written) "
+            f"and were ignored: {shown}."
+        )
+    if superseded:
+        notes.append(
+            f"{superseded} earlier record(s) of re-run configurations were superseded "
+            "by their newer record."
+        )
+    not_ok = study.not_ok
+    if len(not_ok):
+        counts = not_ok["status"].value_counts()
+        what = ", ".join(f"{n} {status}" for status, n in counts.items())
+        notes.append(
+            f"{len(not_ok)} of {len(frame)} runs did not finish ({what}); "
+            "they are left out of every figure and table."
+        )
+    ok_flats = [f for f, s in zip(flats, frame["status"], strict=True) if s == "ok"]
+    for dotted in EXPECTED_FIELDS:
+        if dotted == "factors":
+            missing = sum(1 for f in ok_flats if not record_factors(f))
+        else:
+            missing = sum(1 for f in ok_flats if _is_missing(f.get(dotted)) or f.get(dotted) == [])
+        if not missing:
+            continue
+        if dotted == "result.time_to_target_s":
+            continue  # null is legitimate: the run did not reach its target
+        if dotted == "factors":
+            if not study.factors_declared:
+                inferred = ", ".join(study.factors) or "none"
+                notes.append(
+                    "The records do not list the study's factors; they were inferred from "
+                    f"the settings that vary: {inferred}."
+                )
+            else:
+                notes.append(
+                    f"{missing} successful record(s) do not list the study's factors "
+                    "(older schema); their levels were read from their settings."
+                )
+            continue
+        notes.append(
+            f"{missing} of {len(ok_flats)} successful records lack `{dotted}` "
+            "(older schema or not measured); figures that need it use the others."
+        )
+    ok = study.ok
+    if len(ok):
+        reps = ok.groupby(["workload", "config"]).size()
+        if reps.max() <= 1:
+            notes.append(
+                "Every configuration was measured once (a single repetition): "
+                "no error bars or confidence intervals can be drawn."
+            )
+        elif reps.min() <= 1:
+            notes.append(
+                f"{int((reps <= 1).sum())} of {len(reps)} configurations have a single "
+                "successful repetition: they have no error bars."
+            )
+    return notes

@@ -1,0 +1,219 @@
+"""Parameter-server placement and mode: dedicated vs co-located PS host, synchronous vs
+asynchronous, each as a throughput ratio between matched settings with its uncertainty."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import findings, plotting
+from analysis.load import Study, factor_column, format_level, level_sort_key
+from analysis.section import FigureFile, Section, Table
+from analysis.stats import ratio_of_means
+
+HOW_TO_READ = (
+    "Each row compares two groups of parameter-server runs that differ only in one setting. "
+    "The point is the ratio of their mean throughputs (samples/s); a ratio above 1 means the "
+    "first-named setting is faster. The bar is a 95% bootstrap confidence interval over "
+    "repetitions (resampling each group's runs); a row without a bar has a single repetition "
+    "on one side, so its uncertainty cannot be estimated."
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    name: str  # table stem
+    arm_column: str  # the column whose two levels are compared
+    numerator: str
+    denominator: str
+    other_column: str  # the other PS setting, kept equal within a match
+    title: str
+
+    def excludes(self, factor_name: str) -> bool:
+        lowered = factor_name.lower()
+        if self.arm_column == "placement":
+            return "placement" in lowered or "hostfile" in lowered
+        return "sync" in lowered or lowered in ("mode", "ps_mode")
+
+
+PLACEMENT = Comparison(
+    "placement_ratio",
+    "placement",
+    "dedicated",
+    "co-located",
+    "sync_mode",
+    "dedicated PS host ÷ PS co-located with a worker",
+)
+SYNC = Comparison(
+    "sync_ratio", "sync_mode", "async", "sync", "placement", "asynchronous ÷ synchronous PS"
+)
+
+
+def _match_columns(study: Study, comparison: Comparison) -> list[str]:
+    columns = ["workload", comparison.other_column, "workers", "link"]
+    for name in study.config_factors:
+        if name == "arch" or comparison.excludes(name):
+            continue
+        columns.append(factor_column(name))
+    return list(dict.fromkeys(columns))
+
+
+def _setting_label(key: dict[str, object], varying: list[str], comparison: Comparison) -> str:
+    parts = []
+    for column, value in key.items():
+        if column == "workload":
+            if column in varying:
+                parts.append(str(value))
+        elif column == comparison.other_column:
+            if value not in (None, "None", "nan"):
+                parts.append(str(value))
+        elif column == "workers":
+            parts.append(f"{format_level(float(value))} workers")
+        elif column == "link":
+            if value not in (None, "None", "nan"):
+                parts.append(str(value))
+        elif column in varying:
+            name = column.removeprefix("factors.")
+            if name not in ("workers", "link", "placement", "sync", "sync_mode"):
+                parts.append(f"{name}={value}")
+    return " · ".join(parts)
+
+
+def ratio_table(study: Study, comparison: Comparison) -> pd.DataFrame:
+    ps = study.ok[(study.ok["arch"] == "ps")].dropna(subset=["samples_per_s"])
+    ps = ps[ps[comparison.arm_column].isin([comparison.numerator, comparison.denominator])]
+    columns = _match_columns(study, comparison)
+    keyed = ps.assign(**{f"_k{i}": ps[c].map(str) for i, c in enumerate(columns)})
+    key_names = [f"_k{i}" for i in range(len(columns))]
+    groups = []
+    for key, rows in keyed.groupby(key_names, sort=False):
+        arms = rows.groupby(comparison.arm_column)
+        if len(arms) < 2:
+            continue
+        top = rows[rows[comparison.arm_column] == comparison.numerator]
+        bottom = rows[rows[comparison.arm_column] == comparison.denominator]
+        row = dict(zip(columns, key if isinstance(key, tuple) else (key,), strict=True))
+        row.update(ratio_of_means(top["samples_per_s"].tolist(), bottom["samples_per_s"].tolist()))
+        row.update(
+            numerator=comparison.numerator,
+            denominator=comparison.denominator,
+            numerator_samples_per_s=top["samples_per_s"].mean(),
+            denominator_samples_per_s=bottom["samples_per_s"].mean(),
+            n_numerator=len(top),
+            n_denominator=len(bottom),
+            accuracy_diff=top["test_accuracy"].mean() - bottom["test_accuracy"].mean(),
+        )
+        groups.append(row)
+    table = pd.DataFrame(groups)
+    if table.empty:
+        return table
+    varying = [c for c in columns if table[c].nunique() > 1]
+    table.insert(
+        0,
+        "setting",
+        [
+            _setting_label({c: r[c] for c in columns}, varying, comparison)
+            for _, r in table.iterrows()
+        ],
+    )
+    order = sorted(
+        range(len(table)),
+        key=lambda i: [level_sort_key(_as_number(table.at[i, c])) for c in columns],
+    )
+    return table.iloc[order].reset_index(drop=True)
+
+
+def _as_number(text: object) -> object:
+    try:
+        return float(str(text))
+    except ValueError:
+        return text
+
+
+def plot_ratios(tables: list[tuple[Comparison, pd.DataFrame]], fig_dir: Path) -> FigureFile:
+    longest = max(len(t) for _, t in tables)
+    fig, axes = plotting.new_figure(
+        len(tables), ncols=len(tables), panel_size=(5.2, 0.45 * longest + 1.8)
+    )
+    for ax, (comparison, table) in zip(axes, tables, strict=True):
+        ys = np.arange(len(table))[::-1]
+        low = (table["ratio"] - table["ci_low"]).to_numpy()
+        high = (table["ci_high"] - table["ratio"]).to_numpy()
+        has_ci = ~np.isnan(low)
+        color = plotting.arch_color("ps")
+        ax.errorbar(
+            table["ratio"][has_ci],
+            ys[has_ci],
+            xerr=[low[has_ci], high[has_ci]],
+            fmt="o",
+            color=color,
+            capsize=4,
+            label="ratio of means, 95% bootstrap CI",
+        )
+        if (~has_ci).any():
+            ax.plot(
+                table["ratio"][~has_ci],
+                ys[~has_ci],
+                "o",
+                mfc="white",
+                color=color,
+                label="single repetition (no CI)",
+            )
+        ax.axvline(1.0, color="black", linestyle="--", linewidth=1, label="no difference (1×)")
+        ax.set_yticks(ys)
+        ax.set_yticklabels(table["setting"])
+        ax.set_xlabel(f"throughput ratio, {comparison.numerator} ÷ {comparison.denominator} (×)")
+        values = np.r_[table["ci_low"], table["ci_high"], table["ratio"], 1.0]
+        low_x, high_x = np.nanmin(values), np.nanmax(values)
+        pad = 0.08 * (high_x - low_x) + 0.02
+        ax.set_xlim(low_x - pad, high_x + pad)
+        ax.set_ylim(-0.7, len(table) - 0.3)
+        ax.grid(axis="y", visible=False)
+        plotting.panel_title(ax, comparison.title)
+    plotting.legend_outside(fig, axes, ncol=3)
+    comparison, table = tables[0]
+    kind = "placement" if comparison is PLACEMENT else "sync"
+    plotting.set_title(
+        fig, findings.placement_headline(table, kind) or "Parameter-server placement and mode"
+    )
+    paths = plotting.save(fig, fig_dir, "ps_placement")
+    return FigureFile("ps_placement", "Parameter-server placement and sync mode", paths)
+
+
+def build(study: Study, fig_dir: Path) -> Section:
+    section = Section("placement", "Parameter-server placement and mode", how_to_read=HOW_TO_READ)
+    ps = study.ok[study.ok["arch"] == "ps"]
+    if ps.empty:
+        return section.skip(
+            "PS placement and sync mode", "the study has no successful parameter-server run"
+        )
+    nominal = ps[(ps["placement"] == "dedicated") & (ps["placement_hosts"] == "co-located")]
+    if len(nominal):
+        section.notes.append(
+            f"{len(nominal)} run(s) labelled `dedicated` had their PS on a host that also ran a "
+            "worker (e.g. all ranks on one machine): their placement is nominal only."
+        )
+    drawn = []
+    for comparison in (PLACEMENT, SYNC):
+        levels = set(ps[comparison.arm_column].dropna())
+        what = (
+            "PS placement (dedicated vs co-located)"
+            if comparison is PLACEMENT
+            else "PS sync vs async"
+        )
+        if not {comparison.numerator, comparison.denominator} <= levels:
+            have = ", ".join(sorted(map(str, levels))) or "none recorded"
+            section.skip(what, f"the PS runs cover only one side (levels: {have})")
+            continue
+        table = ratio_table(study, comparison)
+        if table.empty:
+            section.skip(what, "no setting was measured on both sides with all else equal")
+            continue
+        section.tables.append(Table(comparison.name, comparison.title, table))
+        drawn.append((comparison, table))
+    if drawn:
+        section.figures.append(plot_ratios(drawn, fig_dir))
+    return section

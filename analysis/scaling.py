@@ -1,0 +1,222 @@
+"""Throughput and scaling: samples/s against workers per architecture, the ideal line from the
+single-process baseline, and scaling efficiency."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import findings, plotting
+from analysis.load import Study, format_level, level_sort_key
+from analysis.section import FigureFile, Section, Table
+from analysis.stats import best_per_group, per_config, propagated_ratio_std
+
+HOW_TO_READ = (
+    "Each point is the mean throughput (training samples per second, all workers together) of "
+    "the fastest configuration of an architecture at that worker count; error bars are one "
+    "standard deviation over repetitions. The dashed line is ideal linear scaling: the "
+    "single-process baseline (same per-worker batch) times the number of workers. Scaling "
+    "efficiency is throughput divided by that ideal; 100% means no cost for communicating."
+)
+
+
+def facet_columns(frame: pd.DataFrame) -> list[str]:
+    """Settings that change throughput for a reason other than architecture and workers.
+
+    The link where distributed runs differ in it; the per-worker batch wherever it varies,
+    because a baseline is only fair at the same per-worker batch.
+    """
+    distributed = frame[frame["arch"] != "single"]
+    facets = ["link"] if distributed["link"].map(str).nunique() > 1 else []
+    if frame["batch_size"].dropna().nunique() > 1:
+        facets.append("batch_size")
+    return facets
+
+
+def scaling_table(study: Study) -> pd.DataFrame:
+    """Best configuration per workload × facets × arch × workers, with speed-up vs single."""
+    ok = study.ok.dropna(subset=["samples_per_s", "workers"])
+    facets = facet_columns(ok)
+    keys = ["workload", *facets, "arch", "workers"]
+    best = best_per_group(per_config(ok, keys, "samples_per_s"), keys, higher_is_better=True)
+    baseline_keys = ["workload", *[c for c in facets if c == "batch_size"]]  # not the link
+    single = ok[ok["arch"] == "single"]
+    base = best_per_group(
+        per_config(single, baseline_keys, "samples_per_s"), baseline_keys, higher_is_better=True
+    )
+    base = base.rename(
+        columns={
+            "mean": "baseline_samples_per_s",
+            "std": "baseline_std",
+            "n": "baseline_n",
+            "config": "baseline_config",
+        }
+    )
+    table = best.rename(columns={"mean": "samples_per_s", "std": "samples_per_s_std"})
+    if base.empty:
+        for column in ("baseline_samples_per_s", "baseline_std", "baseline_n", "baseline_config"):
+            table[column] = math.nan
+    else:
+        table = table.merge(base, on=baseline_keys, how="left")
+    table["speedup"] = table["samples_per_s"] / table["baseline_samples_per_s"]
+    table["speedup_std"] = [
+        propagated_ratio_std(m, s, b, bs)
+        for m, s, b, bs in zip(
+            table["samples_per_s"],
+            table["samples_per_s_std"],
+            table["baseline_samples_per_s"],
+            table["baseline_std"],
+            strict=True,
+        )
+    ]
+    table["efficiency"] = table["speedup"] / table["workers"]
+    table["efficiency_std"] = table["speedup_std"] / table["workers"]
+    table = table.sort_values(
+        [*["workload", *facets], "arch", "workers"],
+        key=lambda col: col.map(plotting.arch_sort_key) if col.name == "arch" else col,
+    )
+    return table.reset_index(drop=True)
+
+
+def panel_label(row: pd.Series, facets: list[str], workloads: int) -> str:
+    parts = [str(row["workload"])] if workloads > 1 else []
+    for column in facets:
+        value = format_level(row[column])
+        parts.append(f"link {value}" if column == "link" else f"batch {value}/worker")
+    return " · ".join(parts) or str(row["workload"])
+
+
+def _panels(table: pd.DataFrame, facets: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    keys = ["workload", *facets]
+    distributed = table[table["arch"] != "single"]
+    panels = []
+    workloads = table["workload"].nunique()
+    combos = distributed[keys].drop_duplicates().to_dict("records")
+    combos.sort(key=lambda r: [level_sort_key(r[k]) for k in keys])
+    for combo in combos:
+        mask = (table["workload"] == combo["workload"]) & (table["arch"] != "single")
+        for column in facets:
+            mask &= table[column].map(str) == str(combo[column])
+        part = table[mask]
+        single = table[(table["workload"] == combo["workload"]) & (table["arch"] == "single")]
+        if "batch_size" in facets:
+            single = single[single["batch_size"] == combo["batch_size"]]
+        label = panel_label(pd.Series(combo), facets, workloads)
+        panels.append((label, pd.concat([single, part])))
+    return panels
+
+
+def plot_throughput(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> FigureFile:
+    panels = _panels(table, facets)
+    fig, axes = plotting.new_figure(len(panels), ncols=min(len(panels), 3))
+    for ax, (label, part) in zip(axes, panels, strict=True):
+        max_workers = float(part["workers"].max())
+        for index, (arch, rows) in enumerate(
+            sorted(part.groupby("arch"), key=lambda item: plotting.arch_sort_key(item[0]))
+        ):
+            rows = rows.sort_values("workers")
+            ax.errorbar(
+                rows["workers"],
+                rows["samples_per_s"],
+                yerr=rows["samples_per_s_std"].fillna(0.0),
+                color=plotting.arch_color(arch, index),
+                marker=plotting.arch_marker(arch),
+                capsize=3,
+                label=str(arch),
+            )
+        base = part["baseline_samples_per_s"].dropna()
+        if len(base):
+            workers = np.array([1.0, max_workers])
+            ax.plot(
+                workers,
+                workers * base.iloc[0],
+                linestyle="--",
+                color="black",
+                linewidth=1,
+                label="ideal (single × workers)",
+            )
+        ticks = sorted(set(part["workers"].astype(float)) | {1.0})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([format_level(t) for t in ticks])
+        ax.set_xlabel("workers (processes)")
+        ax.set_ylabel("throughput (samples/s)")
+        ax.set_ylim(bottom=0)
+        plotting.panel_title(ax, label)
+    plotting.legend_outside(fig, axes)
+    plotting.set_title(fig, findings.scaling_headline(table) or "Throughput against workers")
+    paths = plotting.save(fig, fig_dir, "throughput_scaling")
+    return FigureFile(
+        "throughput_scaling", "Throughput against workers, with ideal linear scaling", paths
+    )
+
+
+def plot_efficiency(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> FigureFile:
+    data = table[(table["arch"] != "single") & table["efficiency"].notna()]
+    panels = [(label, part[part["arch"] != "single"]) for label, part in _panels(data, facets)]
+    fig, axes = plotting.new_figure(len(panels), ncols=min(len(panels), 3))
+    for ax, (label, part) in zip(axes, panels, strict=True):
+        worker_levels = sorted(part["workers"].unique())
+        archs = sorted(part["arch"].unique(), key=plotting.arch_sort_key)
+        width = 0.8 / max(len(archs), 1)
+        for index, arch in enumerate(archs):
+            rows = part[part["arch"] == arch].set_index("workers")
+            xs, ys, errs = [], [], []
+            for position, workers in enumerate(worker_levels):
+                if workers in rows.index:
+                    xs.append(position + (index - (len(archs) - 1) / 2) * width)
+                    ys.append(100 * rows.at[workers, "efficiency"])
+                    errs.append(100 * np.nan_to_num(rows.at[workers, "efficiency_std"]))
+            ax.bar(
+                xs,
+                ys,
+                width=width,
+                yerr=errs,
+                capsize=3,
+                color=plotting.arch_color(arch, index),
+                label=str(arch),
+            )
+        ax.axhline(100, linestyle="--", color="black", linewidth=1, label="ideal (100%)")
+        ax.set_xticks(range(len(worker_levels)))
+        ax.set_xticklabels([format_level(w) for w in worker_levels])
+        ax.set_xlabel("workers (processes)")
+        ax.set_ylabel("scaling efficiency (% of ideal)")
+        ax.set_ylim(0, max(110.0, float(np.nanmax(100 * part["efficiency"])) * 1.15))
+        plotting.panel_title(ax, label)
+    plotting.legend_outside(fig, axes)
+    plotting.set_title(fig, findings.efficiency_headline(table) or "Scaling efficiency")
+    paths = plotting.save(fig, fig_dir, "scaling_efficiency")
+    return FigureFile(
+        "scaling_efficiency", "Scaling efficiency against the single-process baseline", paths
+    )
+
+
+def build(study: Study, fig_dir: Path) -> Section:
+    section = Section("scaling", "Throughput and scaling", how_to_read=HOW_TO_READ)
+    ok = study.ok.dropna(subset=["samples_per_s", "workers"])
+    if ok.empty:
+        return section.skip(
+            "Throughput and scaling", "no successful run recorded its throughput and workers"
+        )
+    if not (ok["arch"] != "single").any():
+        return section.skip(
+            "Throughput and scaling", "the study ran only the single-process baseline"
+        )
+    table = scaling_table(study)
+    facets = facet_columns(ok)
+    section.tables.append(Table("scaling", "Throughput, speed-up and efficiency", table))
+    section.figures.append(plot_throughput(table, facets, fig_dir))
+    if table["baseline_samples_per_s"].isna().all():
+        section.skip(
+            "Scaling efficiency", "the study has no successful single-process baseline run"
+        )
+    elif not (table.loc[table["arch"] != "single", "efficiency"].notna()).any():
+        section.skip(
+            "Scaling efficiency",
+            "no distributed configuration has a matching single-process baseline",
+        )
+    else:
+        section.figures.append(plot_efficiency(table, facets, fig_dir))
+    return section

@@ -1,0 +1,196 @@
+"""Where the time goes: each step split into compute (forward + backward) and the
+communication that compute did not hide, per architecture × workers (× link bandwidth)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import findings, plotting
+from analysis.load import Study, format_level, level_sort_key
+from analysis.section import FigureFile, Section, Table
+from analysis.stats import best_per_group, per_config
+
+HOW_TO_READ = (
+    "Each bar is one step of the fastest configuration of an architecture at a worker count "
+    "(and link bandwidth, where the study varied it). The lower part is compute (forward and "
+    "backward pass, median step); the upper part is communication that was not hidden behind "
+    "compute (step time minus compute time). The percentage above a bar is that exposed "
+    "communication's share of the step; the error bar is one standard deviation of the "
+    "step over repetitions; the black mark is the measured median step time."
+)
+
+
+def split_columns(ok: pd.DataFrame) -> list[str]:
+    columns = ["workload", "arch", "workers"]
+    distributed = ok[ok["arch"] != "single"]
+    if distributed["link"].map(str).nunique() > 1:
+        columns.append("link")
+    return columns
+
+
+def timesplit_table(study: Study) -> pd.DataFrame:
+    ok = study.ok.dropna(subset=["compute_s", "exposed_comm_s", "workers"]).copy()
+    keys = split_columns(ok)
+    ok["split_step_s"] = ok["compute_s"] + ok["exposed_comm_s"]
+    # The same choice as the throughput figure: the fastest configuration of each group.
+    if ok["samples_per_s"].notna().all():
+        best = best_per_group(per_config(ok, keys, "samples_per_s"), keys, higher_is_better=True)
+    else:
+        best = best_per_group(per_config(ok, keys, "split_step_s"), keys, higher_is_better=False)
+    rows = []
+    for _, choice in best.iterrows():
+        mask = ok["config"] == choice["config"]
+        for column in keys:
+            mask &= ok[column].map(str) == str(choice[column])
+        runs = ok[mask]
+        sources = set(runs["exposed_from"].dropna())
+        row = {column: choice[column] for column in keys}
+        row.update(
+            config=choice["config"],
+            n=len(runs),
+            compute_s=runs["compute_s"].mean(),
+            exposed_comm_s=runs["exposed_comm_s"].mean(),
+            comm_s=runs["comm_s"].mean(),
+            step_s=runs["step_s"].mean(),
+            split_step_std=runs["split_step_s"].std(),
+            exposed_from=sources.pop() if len(sources) == 1 else "mixed",
+        )
+        total = row["compute_s"] + row["exposed_comm_s"]
+        row["comm_share"] = row["exposed_comm_s"] / total if total > 0 else np.nan
+        row["hidden_share"] = (
+            1 - row["exposed_comm_s"] / row["comm_s"]
+            if row["exposed_from"] == "exposed_comm_s"
+            and row["comm_s"] > 0
+            and row["arch"] != "single"
+            else np.nan
+        )
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    order = [
+        tuple(plotting.arch_sort_key(r[c]) if c == "arch" else level_sort_key(r[c]) for c in keys)
+        for _, r in table.iterrows()
+    ]
+    table = table.iloc[sorted(range(len(table)), key=lambda i: order[i])]
+    return table.reset_index(drop=True)
+
+
+def bar_label(row: pd.Series, with_link: bool) -> str:
+    label = f"{row['arch']}\n{format_level(row['workers'])} w"
+    if with_link and row["arch"] != "single":  # one process: no link to cross
+        label += f" · {format_level(row['link'])}"
+    return label
+
+
+def plot_timesplit(table: pd.DataFrame, fig_dir: Path) -> FigureFile:
+    workloads = sorted(table["workload"].unique())
+    with_link = "link" in table.columns
+    widest = max(len(table[table["workload"] == w]) for w in workloads)
+    panel_width = max(4.6, 0.55 * widest + 1.5)
+    ncols = 1 if panel_width > 7 else min(len(workloads), 2)
+    fig, axes = plotting.new_figure(len(workloads), ncols=ncols, panel_size=(panel_width, 3.8))
+    fallback = (table["exposed_from"] != "exposed_comm_s").any()
+    comm_label = (
+        "communication (exchange time; overlap not measured)"
+        if fallback
+        else "communication not hidden by compute"
+    )
+    for ax, workload in zip(axes, workloads, strict=True):
+        part = table[table["workload"] == workload].reset_index(drop=True)
+        xs = np.arange(len(part))
+        compute_ms = 1000 * part["compute_s"]
+        comm_ms = 1000 * part["exposed_comm_s"]
+        ax.bar(xs, compute_ms, color=plotting.COMPUTE_COLOR, label="compute (forward + backward)")
+        ax.bar(
+            xs,
+            comm_ms,
+            bottom=compute_ms,
+            color=plotting.COMM_COLOR,
+            hatch="//",
+            edgecolor="white",
+            label=comm_label,
+        )
+        total = compute_ms + comm_ms
+        ax.errorbar(
+            xs,
+            total,
+            yerr=1000 * part["split_step_std"].fillna(0.0),
+            fmt="none",
+            ecolor="black",
+            capsize=3,
+        )
+        # The measured median step, to show where compute + exposed communication misses it.
+        ax.scatter(
+            xs,
+            1000 * part["step_s"],
+            marker="_",
+            s=400,
+            linewidths=2,
+            color="black",
+            zorder=3,
+            label="measured median step",
+        )
+        top = float(
+            np.nanmax(
+                np.r_[total + 1000 * part["split_step_std"].fillna(0.0), 1000 * part["step_s"]]
+            )
+        )
+        if len(part) <= 16:
+            for x, height, share in zip(xs, total, part["comm_share"], strict=True):
+                if not np.isnan(share):
+                    ax.annotate(
+                        f"{100 * share:.0f}%",
+                        (x, height),
+                        xytext=(0, 4 + 6),
+                        textcoords="offset points",
+                        ha="center",
+                        fontsize=8,
+                    )
+        # Separate architectures with a faint line so the groups read at a glance.
+        for x in range(1, len(part)):
+            if part.at[x, "arch"] != part.at[x - 1, "arch"]:
+                ax.axvline(x - 0.5, color="grey", linewidth=0.6, alpha=0.5)
+        plotting.category_labels(ax, [bar_label(r, with_link) for _, r in part.iterrows()])
+        ax.set_ylim(0, top * 1.2 if top > 0 else 1)
+        ax.set_ylabel("time per step (ms)")
+        ax.set_xlabel("architecture and workers" + (" · link bandwidth" if with_link else ""))
+        ax.grid(axis="x", visible=False)
+        plotting.panel_title(ax, str(workload))
+    plotting.legend_outside(fig, axes)
+    plotting.set_title(fig, findings.timesplit_headline(table) or "Compute and communication")
+    paths = plotting.save(fig, fig_dir, "time_split")
+    return FigureFile("time_split", "Where the time of a step goes", paths)
+
+
+def build(study: Study, fig_dir: Path) -> Section:
+    section = Section("timesplit", "Where the time goes", how_to_read=HOW_TO_READ)
+    ok = study.ok.dropna(subset=["compute_s", "exposed_comm_s", "workers"])
+    if ok.empty:
+        return section.skip(
+            "Compute vs communication",
+            "no successful run recorded both compute and communication times",
+        )
+    table = timesplit_table(study)
+    section.tables.append(Table("timesplit", "Compute and communication per step", table))
+    if (table["exposed_from"] != "exposed_comm_s").any():
+        section.notes.append(
+            "Some records lack `timing.exposed_comm_s` (older schema): for them the whole "
+            "exchange time `timing.comm_s_median` is drawn, which overstates communication "
+            "when it overlaps compute."
+        )
+    inconsistent = table[table["compute_s"] > 1.5 * table["step_s"]]
+    if len(inconsistent):
+        names = ", ".join(
+            f"{r['arch']} ({format_level(r['workers'])} workers, {r['workload']})"
+            for _, r in inconsistent.iterrows()
+        )
+        section.notes.append(
+            "The compute time measured on probe steps exceeds the median step by more than "
+            f"half for {names}: those probes were slower than ordinary steps (e.g. they include "
+            "warm-up), so the split is uncertain there; compare the bars with the measured "
+            "median step (black mark)."
+        )
+    section.figures.append(plot_timesplit(table, fig_dir))
+    return section

@@ -1,0 +1,202 @@
+"""Optima and transfer: the fastest configuration per workload, and whether the configurations
+that are fast on one workload (model/data set) are fast on another."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from analysis import findings, plotting
+from analysis.load import Study
+from analysis.section import FigureFile, Section, Table
+from analysis.stats import correlations, per_config, top_fraction_count
+
+PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
+TOP_FRACTION = 0.10
+MAX_PAIR_PANELS = 6
+
+HOW_TO_READ = (
+    "A configuration is one combination of the study's factor levels other than the workload; "
+    "its training time is the mean `train_s` over repetitions. The first table names the "
+    "fastest configuration of each workload. For each pair of workloads, over the "
+    "configurations measured on both: Pearson r (linear) and Spearman ρ (rank) correlation of "
+    "their training times; the overlap of the two top-10% sets (at least one configuration "
+    "each); and where each workload's optimum ranks on the other (1 = also the best there) "
+    "with its slowdown there (its time ÷ that workload's best time; 1.00× = optimal). In the "
+    "scatter each point is a configuration; points on a rising line mean the ranking transfers."
+)
+
+
+def config_times(study: Study) -> pd.DataFrame:
+    """Mean training time per workload × configuration."""
+    summary = per_config(study.ok, ["workload"], "train_s", extra=("test_accuracy",))
+    return summary.rename(columns={"mean": "train_s", "std": "train_s_std"})
+
+
+def best_table(times: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for workload, part in times.groupby("workload", sort=True):
+        part = part.sort_values(["train_s", "config"])
+        best = part.iloc[0]
+        row = {
+            "workload": workload,
+            "config": best["config"],
+            "train_s": best["train_s"],
+            "train_s_std": best["train_s_std"],
+            "n": int(best["n"]),
+            "test_accuracy": best["test_accuracy"],
+            "configs_measured": len(part),
+        }
+        if len(part) > 1:
+            row["runner_up"] = part.iloc[1]["config"]
+            row["runner_up_slowdown"] = part.iloc[1]["train_s"] / best["train_s"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def pair_row(times: pd.DataFrame, a: str, b: str) -> dict[str, object]:
+    left = times[times["workload"] == a].set_index("config")["train_s"]
+    right = times[times["workload"] == b].set_index("config")["train_s"]
+    matched = sorted(set(left.index) & set(right.index))
+    ta, tb = left.loc[matched], right.loc[matched]
+    k = top_fraction_count(len(matched), TOP_FRACTION)
+    # Ties broken by configuration label so the result does not depend on row order.
+    top_a = set(sorted(matched, key=lambda c: (ta[c], c))[:k])
+    top_b = set(sorted(matched, key=lambda c: (tb[c], c))[:k])
+    best_a = min(matched, key=lambda c: (ta[c], c))
+    best_b = min(matched, key=lambda c: (tb[c], c))
+    rank_b = tb.rank(method="min")
+    rank_a = ta.rank(method="min")
+    return {
+        "workload_a": a,
+        "workload_b": b,
+        "matched": len(matched),
+        **correlations(ta.to_numpy(), tb.to_numpy()),
+        "top_k": k,
+        "top_overlap": len(top_a & top_b),
+        "top_overlap_frac": len(top_a & top_b) / k,
+        "a_best": best_a,
+        "b_best": best_b,
+        "a_best_rank_in_b": int(rank_b[best_a]),
+        "a_best_slowdown_in_b": float(tb[best_a] / tb[best_b]),
+        "b_best_rank_in_a": int(rank_a[best_b]),
+        "b_best_slowdown_in_a": float(ta[best_b] / ta[best_a]),
+    }
+
+
+def transfer_table(times: pd.DataFrame) -> pd.DataFrame:
+    workloads = sorted(times["workload"].unique())
+    rows = []
+    for a, b in itertools.combinations(workloads, 2):
+        shared = set(times.loc[times["workload"] == a, "config"]) & set(
+            times.loc[times["workload"] == b, "config"]
+        )
+        if shared:
+            rows.append(pair_row(times, a, b))
+    return pd.DataFrame(rows)
+
+
+def plot_pairs(times: pd.DataFrame, pairs: pd.DataFrame, fig_dir: Path) -> FigureFile:
+    shown = pairs.head(MAX_PAIR_PANELS)
+    size = (5.6, 4.6) if len(shown) == 1 else (4.4, 4.0)
+    fig, axes = plotting.new_figure(len(shown), ncols=min(len(shown), 3), panel_size=size)
+    for ax, (_, pair) in zip(axes, shown.iterrows(), strict=True):
+        a, b = pair["workload_a"], pair["workload_b"]
+        left = times[times["workload"] == a].set_index("config")
+        right = times[times["workload"] == b].set_index("config")
+        matched = sorted(set(left.index) & set(right.index))
+        x, y = left.loc[matched, "train_s"], right.loc[matched, "train_s"]
+        ax.errorbar(
+            x,
+            y,
+            xerr=left.loc[matched, "train_s_std"].fillna(0.0),
+            yerr=right.loc[matched, "train_s_std"].fillna(0.0),
+            fmt="o",
+            color="#4c72b0",
+            alpha=0.8,
+            capsize=2,
+            label="configuration (mean ± std)",
+        )
+        ax.plot(
+            x[pair["a_best"]],
+            y[pair["a_best"]],
+            marker="*",
+            markersize=16,
+            linestyle="none",
+            color="#d95f02",
+            label=f"fastest on {a}" if len(shown) == 1 else "fastest on the x-axis workload",
+        )
+        ax.plot(
+            x[pair["b_best"]],
+            y[pair["b_best"]],
+            marker="D",
+            markersize=9,
+            linestyle="none",
+            mfc="none",
+            mew=2,
+            color="#1b9e77",
+            label=f"fastest on {b}" if len(shown) == 1 else "fastest on the y-axis workload",
+        )
+        ax.set_xlabel(f"training time on {a} (s)")
+        ax.set_ylabel(f"training time on {b} (s)")
+        # Wide ranges on log axes (both, so the two read alike), with plain-number labels.
+        wide = any(v.max() / max(v.min(), 1e-12) > 10 for v in (x, y))
+        if len(matched) > 2 and wide:
+            for axis, set_scale in ((ax.xaxis, ax.set_xscale), (ax.yaxis, ax.set_yscale)):
+                set_scale("log")
+                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                axis.set_major_formatter(PLAIN)
+                axis.set_minor_formatter(NullFormatter())
+        rho = pair["spearman_rho"]
+        stats_text = (
+            f"r = {findings.num(pair['pearson_r'], 2)}, ρ = {findings.num(rho, 2)}"
+            if not math.isnan(rho)
+            else "too few configurations to correlate"
+        )
+        plotting.panel_title(
+            ax,
+            f"{a} vs {b}: {stats_text}; top-{int(pair['top_k'])} overlap "
+            f"{int(pair['top_overlap'])}/{int(pair['top_k'])}",
+        )
+    plotting.legend_outside(fig, axes, ncol=3)
+    plotting.set_title(fig, findings.transfer_headline(pairs) or "Transfer of configurations")
+    paths = plotting.save(fig, fig_dir, "transfer")
+    caption = "Training time of each configuration on two workloads"
+    if len(pairs) > len(shown):
+        caption += f" (first {len(shown)} of {len(pairs)} pairs; all are in the table)"
+    return FigureFile("transfer", caption, paths)
+
+
+def build(study: Study, fig_dir: Path) -> Section:
+    section = Section("transfer", "Optima and transfer across workloads", how_to_read=HOW_TO_READ)
+    times = config_times(study)
+    if times.empty:
+        return section.skip(
+            "Optima and transfer", "no successful run recorded its training time (train_s)"
+        )
+    best = best_table(times)
+    section.tables.append(Table("best_config", "Fastest configuration per workload", best))
+    if times["workload"].nunique() < 2:
+        return section.skip(
+            "Transfer across workloads",
+            "the study has a single workload (model and data set); transfer needs two",
+        )
+    pairs = transfer_table(times)
+    if pairs.empty:
+        return section.skip(
+            "Transfer across workloads", "no configuration was measured on two workloads"
+        )
+    section.tables.append(Table("transfer", "Transfer between each pair of workloads", pairs))
+    few = pairs[pairs["matched"] < 3]
+    if len(few):
+        section.notes.append(
+            f"{len(few)} pair(s) share fewer than 3 configurations: no correlation for them."
+        )
+    if np.isfinite(pairs["matched"]).any():
+        section.figures.append(plot_pairs(times, pairs, fig_dir))
+    return section

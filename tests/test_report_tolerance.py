@@ -1,0 +1,178 @@
+"""The report survives what real studies contain: failed and timed-out runs, a half-written
+line, records from an older schema, a single repetition, and factors listed by the sweep;
+and bad input gets one clear line, exit status 2 and nothing written."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import report_records
+from conftest import REPO, launch_env
+
+from analysis.report import write_report
+
+
+@pytest.fixture(scope="session")
+def real_study(tmp_path_factory) -> Path:
+    return report_records.real_study(tmp_path_factory.mktemp("report-study"))
+
+
+@pytest.fixture(scope="module")
+def records(real_study) -> list[dict]:
+    return report_records.read_jsonl(real_study / "results.jsonl")
+
+
+@pytest.fixture(scope="module")
+def clean_report(records, tmp_path_factory):
+    """The report of the unaltered records, to compare the altered ones against."""
+    folder = tmp_path_factory.mktemp("clean")
+    return write_report(report_records.write_jsonl(folder / "results.jsonl", records))
+
+
+def csv(report, name: str) -> pd.DataFrame:
+    return pd.read_csv(report.markdown.parent / "tables" / f"{name}.csv")
+
+
+def figure_stems(report) -> set[str]:
+    return {f.stem for f in report.figures}
+
+
+def test_failed_and_timed_out_runs_and_a_cut_line_are_reported_and_left_out(
+    records, clean_report, tmp_path
+):
+    bad = [
+        report_records.as_failed(records[0], "failed", "crash"),
+        report_records.as_failed(records[2], "timeout", "hang"),
+    ]
+    path = report_records.write_jsonl(
+        tmp_path / "study" / "results.jsonl", records + bad, tail='{"schema": "archb'
+    )
+    report = write_report(path.parent)
+    markdown = report.markdown.read_text()
+    assert "2 of 14 runs did not finish (1 failed, 1 timeout)" in markdown
+    assert "1 line(s) were not complete JSON records" in markdown
+    failed = csv(report, "failed_runs")
+    assert set(failed["run"]) == {r["run_id"] for r in bad}
+    assert set(failed["status"]) == {"failed", "timeout"}
+    assert failed["error"].str.contains("rank 1 exited").all()
+    # The failed runs change no number: the speed-ups are those of the 12 finished runs.
+    pd.testing.assert_frame_equal(csv(report, "scaling"), csv(clean_report, "scaling"))
+    assert figure_stems(report) == figure_stems(clean_report)
+    assert not any("internal error" in line for line in report.skipped)
+
+
+def test_records_of_an_older_schema_still_give_a_report(records, clean_report, tmp_path):
+    older = copy.deepcopy(records)
+    for record in older:
+        # Fields an older writer did not have: the report falls back or reads them off the curve.
+        del record["timing"]["exposed_comm_s"]
+        del record["result"]["time_to_target_s"]
+        record.pop("comm")
+        record.pop("env")
+        del record["cluster"]["num_workers"]
+    report = write_report(report_records.write_jsonl(tmp_path / "old" / "results.jsonl", older))
+    markdown = report.markdown.read_text()
+    assert "lack `timing.exposed_comm_s`" in markdown
+    assert "lack `cluster.num_workers`" in markdown
+    assert "timing.comm_s_median" in markdown  # the time split says what stands in
+    assert {"throughput_scaling", "time_split", "time_to_accuracy", "transfer"} <= figure_stems(
+        report
+    )
+    # Workers counted from the roles; time to target read off the evaluation curve.
+    scaling = csv(report, "scaling")
+    assert set(scaling.loc[scaling["arch"] == "ring", "workers"]) == {2}
+    derived = csv(report, "time_to_target")
+    original = csv(clean_report, "time_to_target")
+    np.testing.assert_allclose(
+        derived["time_to_target_s"], original["time_to_target_s"], rtol=1e-5, equal_nan=True
+    )
+
+
+def test_records_without_curves_or_time_split_skip_those_figures_and_say_why(records, tmp_path):
+    older = copy.deepcopy(records)
+    for record in older:
+        for field in ("epochs", "compute_s_median", "comm_s_median", "exposed_comm_s"):
+            record["timing"].pop(field)
+    report = write_report(report_records.write_jsonl(tmp_path / "bare" / "results.jsonl", older))
+    stems = figure_stems(report)
+    assert "time_split" not in stems and "time_to_accuracy" not in stems
+    assert {"throughput_scaling", "transfer", "effect_ranking"} <= stems
+    skipped = "\n".join(report.skipped)
+    assert "no successful run recorded both compute and communication times" in skipped
+    assert "per-evaluation points" in skipped
+
+
+def test_a_single_repetition_gives_a_report_without_error_bars(records, tmp_path):
+    once = [r for r in records if r["config"]["seed"] == 1]
+    report = write_report(report_records.write_jsonl(tmp_path / "once" / "results.jsonl", once))
+    markdown = report.markdown.read_text()
+    assert "single repetition" in markdown
+    scaling = csv(report, "scaling")
+    assert scaling["samples_per_s_std"].isna().all() and (scaling["n"] == 1).all()
+    assert "transfer" in figure_stems(report)
+    assert not any("internal error" in line for line in report.skipped)
+
+
+def test_a_study_whose_runs_all_failed_still_reports_what_happened(records, tmp_path):
+    dead = [report_records.as_failed(r, "failed", "x") for r in records[:3]]
+    report = write_report(report_records.write_jsonl(tmp_path / "dead" / "results.jsonl", dead))
+    markdown = report.markdown.read_text()
+    assert "3 of 3 runs did not finish (3 failed)" in markdown
+    assert report.figures == []
+    assert len(report.skipped) >= 5
+
+
+def test_factors_listed_by_the_sweep_give_the_same_tables(records, clean_report, tmp_path):
+    listed = copy.deepcopy(records)
+    for record in listed:
+        config = record["config"]
+        factors = {
+            "arch": config["arch"],
+            "model": config["model"],
+            "batch_size": config["batch_size"],
+        }
+        if config["arch"] == "ring":
+            factors["workers"] = 2  # only multi-process runs list their workers
+        record["sweep"] = {"factors": factors, "repetition": config["seed"]}
+    inferred = clean_report
+    declared = write_report(report_records.write_jsonl(tmp_path / "b" / "results.jsonl", listed))
+    assert "as the records list them" in declared.markdown.read_text()
+    a, b = csv(inferred, "transfer"), csv(declared, "transfer")
+    for column in ("pearson_r", "spearman_rho", "top_overlap", "a_best_slowdown_in_b"):
+        assert a.at[0, column] == pytest.approx(b.at[0, column], rel=1e-12)
+    np.testing.assert_allclose(
+        csv(inferred, "scaling")["speedup"], csv(declared, "scaling")["speedup"], rtol=1e-12
+    )
+
+
+def _report_command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "archbench.cli", "report", *args],
+        cwd=REPO,
+        env=launch_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_bad_input_gets_one_line_exit_2_and_nothing_written(tmp_path):
+    missing = _report_command(str(tmp_path / "nope"), "--out", str(tmp_path / "out1"))
+    assert missing.returncode == 2
+    assert missing.stderr.strip().count("\n") == 0 and "no such file or folder" in missing.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "results.jsonl").write_text("\n")
+    no_records = _report_command(str(empty))
+    assert no_records.returncode == 2 and "no run records" in no_records.stderr
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    bad_out = _report_command(str(empty), "--out", str(a_file))
+    assert bad_out.returncode == 2 and "is not a folder" in bad_out.stderr
+    assert not (tmp_path / "out1").exists() and not (empty / "report").exists()
