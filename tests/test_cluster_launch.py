@@ -74,7 +74,7 @@ def test_link_between_nodes_is_shaped_and_slower_than_inside_a_node(
     shaped_mbit = bandwidth_bits_per_s(emulated_cluster.bandwidth) / 1e6
     # Payload only, so below the shaped rate; a small margin covers tbf's initial burst.
     assert across["mbit_per_s"] <= 1.05 * shaped_mbit, across
-    assert across["mbit_per_s"] >= 0.5 * shaped_mbit, across  # and the link is really used
+    assert across["mbit_per_s"] >= 0.3 * shaped_mbit, across  # and the link is really used
     assert inside["mbit_per_s"] >= 5 * across["mbit_per_s"], (inside, across)
 
 
