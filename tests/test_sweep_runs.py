@@ -74,24 +74,18 @@ def no_leftovers(tmp_path):
     assert not left, "processes outlived the sweep:\n" + "\n".join(left)
 
 
-FACTORIAL = """
-    study: factorial
-    seed: 5
-    repetitions: 2
-    timeout_s: 180
-    cluster: {kind: localhost, slots: 2}
-    fixed: {arch: single, model: mlp, dataset: fashion_mnist, steps: 20, batch_size: 32, eval_samples: 500}
-    factors:
-      lr: [0.02, 0.05]
-      momentum: [0.0, 0.9]
-    """
+def copy_spec(name: str, folder: Path) -> Path:
+    """A checked-in study spec, copied so its results go to the test's folder."""
+    target = folder / f"{name}.yaml"
+    target.write_text((REPO / "runs" / f"{name}.yaml").read_text())
+    return target
 
 
-def test_a_2x2_factorial_with_2_repetitions_gives_8_records_and_resumes_to_nothing(
+def test_the_tiny_2x2_study_with_2_repetitions_gives_8_records_and_resumes_to_nothing(
     tmp_path, no_leftovers
 ):
-    spec = write_spec(tmp_path, "factorial", FACTORIAL)
-    study = tmp_path / "factorial"
+    spec = copy_spec("tiny", tmp_path)  # 2x2 full factorial, 2 repetitions
+    study = tmp_path / "tiny"
 
     dry = sweep(spec, "--dry-run")
     assert dry.returncode == 0, dry.stderr
@@ -109,7 +103,7 @@ def test_a_2x2_factorial_with_2_repetitions_gives_8_records_and_resumes_to_nothi
     assert [r["status"] for r in records] == ["ok"] * 8, [r.get("error") for r in records]
     for r in records:
         assert missing_keys(r) == [], missing_keys(r)
-        assert r["study"] == "factorial"
+        assert r["study"] == "tiny"
         assert r["config"]["lr"] == r["sweep"]["factors"]["lr"]
         assert r["config"]["momentum"] == r["sweep"]["factors"]["momentum"]
         assert Path(r["sweep"]["log"]).exists()
@@ -305,3 +299,35 @@ def test_a_driver_killed_mid_study_loses_and_duplicates_nothing(tmp_path, no_lef
     assert (study / "results.jsonl").read_bytes().startswith(recorded_before)
     for line in recorded_before.splitlines():
         assert (study / "results.jsonl").read_bytes().count(line) == 1
+
+
+def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
+    spec = copy_spec("demo", tmp_path)
+    local = sweep(spec, "--dry-run", "--cluster", "localhost")
+    assert local.returncode == 0, local.stderr
+    # one host: PS placement means nothing there, so 2 single + 4 ring + 4 p2p + 8 ps
+    assert len(local.stdout.splitlines()) == 18
+    from archbench.sweep.hosts import emulation_unavailable
+
+    if emulation_unavailable():
+        pytest.skip(emulation_unavailable())
+    emulated = sweep(spec, "--dry-run", "--cluster", "emulated")
+    assert emulated.returncode == 0, emulated.stderr
+    commands = emulated.stdout.splitlines()
+    assert len(commands) == 26  # 2 single + 4 ring + 4 p2p + 16 ps
+    for words in (
+        "--arch single",
+        "--arch ring",
+        "--arch p2p",
+        "--arch ps",
+        "--model mlp",
+        "--model cnn",
+        "--sync",
+        "--async",
+        "-np 2 ",
+        "-np 4 ",
+        "-np 3 ",
+        "-np 5 ",
+    ):
+        assert any(words in command for command in commands), words
+    assert not (tmp_path / "demo").exists()

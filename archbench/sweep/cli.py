@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from archbench.errors import UsageError
 from archbench.sweep.driver import SweepOptions, run_sweep
+from archbench.sweep.parameters import LevelError, setting
 from archbench.sweep.spec import CLUSTER_KINDS, load_spec
 
 
@@ -35,15 +38,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--strict", action="store_true", help="exit status 1 unless every run of the study is ok"
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="SETTING=LEVEL",
+        help="run only the runs with this level (repeatable: --only arch=ring --only arch=p2p --only workers=2 is ring or p2p, with 2 workers)",
+    )
     parser.set_defaults(func=run)
 
 
+def parse_only(items: list[str]) -> dict[str, list[Any]]:
+    """`arch=ring` words as typed levels of known settings; UsageError otherwise.
+
+    Levels of one setting are alternatives (arch=ring arch=p2p: either); settings all must match.
+    """
+    import yaml
+
+    only: dict[str, list[Any]] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--only {item!r}: expected SETTING=LEVEL, e.g. arch=ring")
+        try:
+            only.setdefault(name, []).append(setting(name).coerce(yaml.safe_load(text)))
+        except (LevelError, yaml.YAMLError) as exc:
+            raise UsageError(f"--only {item}: {exc}") from None
+    return only
+
+
 def run(args: argparse.Namespace) -> int:
+    only = parse_only(args.only)
     spec = load_spec(args.spec)
     options = SweepOptions(
         dry_run=args.dry_run,
         retry_failed=args.retry_failed,
         cluster=args.cluster,
         strict=args.strict,
+        only=only,
     )
     return run_sweep(spec, options)

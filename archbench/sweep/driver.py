@@ -44,6 +44,7 @@ class SweepOptions:
     retry_failed: bool = False
     cluster: str | None = None  # overrides the spec's cluster.kind
     strict: bool = False  # exit status 1 when any run of the study is not ok
+    only: dict[str, list[Any]] | None = None  # run only the runs with one of these levels of each
     grace_s: float = GRACE_S
 
 
@@ -115,6 +116,10 @@ class Sweep:
         assert self.plan is not None
         todo = []
         for run in self.plan.runs:
+            if self.options.only and not all(
+                run.config.get(name) in levels for name, levels in self.options.only.items()
+            ):
+                continue
             status = self.store.status_of(run.run_id)
             if status is None or (status != "ok" and self.options.retry_failed):
                 todo.append(run)
