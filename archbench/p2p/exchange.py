@@ -9,8 +9,8 @@ Two phases per step, both on one flat float32 vector split by a `ShardPlan`:
    receives the other shards straight into their place in its full parameter vector.
 
 Receives are posted before any send, so no schedule can deadlock. Sends go out in rounds: in round
-i a worker sends to one peer and waits until that message has left before the next round, so
-the schedule decides who talks to whom at a time:
+i a worker sends to one peer and waits for that send to complete (its buffer handed over to MPI
+or delivered) before the next round, so the schedule decides who talks to whom at a time:
 - "naive": peers in rank order, so in round 1 every worker sends to rank 0 (incast on rank 0);
 - "staggered": peer (r + i) mod W in round i, a permutation in every round (no incast).
 
