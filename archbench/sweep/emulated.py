@@ -1,7 +1,8 @@
 """The emulated cluster during a sweep: up with the bandwidth a run needs, down when the sweep ends.
 
-The sweep only brings down a cluster it brought up itself. A cluster that was already up is used
-as it is; changing its bandwidth (a `bandwidth` factor) needs a cluster the sweep manages.
+The sweep only brings down a cluster it brought up itself. A bandwidth change (a `bandwidth`
+factor) re-shapes the links of the live cluster; a cluster that was already up gets its own
+bandwidth back at the end. With `manage: false` the cluster must be up, at the study's bandwidth.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ class EmulatedCluster:
         self.target = target
         self.name = name
         self.prefix = prefix
-        self.owned = False  # brought up by this sweep, so ours to change and bring down
-        self.bandwidth: str | None = None
+        self.owned = False  # brought up by this sweep, so ours to bring down
+        self.restore: str | None = None  # bandwidth to give back to a cluster we found up
         self.log = log or (
             lambda line: print(f"archbench sweep: {line}", file=sys.stderr, flush=True)
         )
@@ -50,46 +51,51 @@ class EmulatedCluster:
                 f"the study wants {', '.join(wanted)}; bring it down or change cluster.nodes"
             )
         other = sorted(b for b in bandwidths if b != state.bandwidth)
-        if other:
+        if other and not self.target.manage:
             raise UsageError(
-                f"emulated cluster {self.name!r} is already up at {state.bandwidth}, and the study "
-                f"needs {', '.join(other)}: bring it down (archbench cluster down --name {self.name}) "
-                "so the sweep can set the bandwidth itself"
+                f"emulated cluster {self.name!r} is up at {state.bandwidth} and the study needs "
+                f"{', '.join(other)}, but cluster.manage is false: set it true to let the sweep "
+                "re-shape the links (it restores them at the end)"
             )
 
     def ensure(self, bandwidth: str) -> None:
-        """The cluster is up with links at `bandwidth` (re-created when the sweep owns it)."""
-        if self.bandwidth == bandwidth and self._state() is not None:
-            return
-        from archbench.cluster.lifecycle import bring_up, tear_down
+        """The cluster is up with links at `bandwidth`: brought up, or its links re-shaped."""
+        from archbench.cluster.lifecycle import bring_up, set_bandwidth
         from archbench.cluster.spec import make_spec
 
         state = self._state()
-        if state is not None and state.bandwidth == bandwidth:
-            self.bandwidth = bandwidth
-            return
-        if state is not None:
-            if not self.owned:
-                raise UsageError(
-                    f"emulated cluster {self.name!r} is up at {state.bandwidth}, not {bandwidth}"
-                )
-            self.log(f"re-creating emulated cluster {self.name!r} at {bandwidth}")
-            tear_down(self.name)
-        else:
+        if state is None:
             self.log(
                 f"bringing up emulated cluster {self.name!r} ({len(self.target.hosts)} nodes, {bandwidth})"
             )
-        slots = max(slots for _, slots in self.target.hosts)
-        spec = make_spec(self.name, len(self.target.hosts), bandwidth, self.prefix, min(slots, 64))
-        bring_up(spec)
-        self.owned = True
-        self.bandwidth = bandwidth
+            slots = max(slots for _, slots in self.target.hosts)
+            spec = make_spec(
+                self.name, len(self.target.hosts), bandwidth, self.prefix, min(slots, 64)
+            )
+            bring_up(spec)
+            self.owned = True
+            return
+        if state.bandwidth == bandwidth:
+            return
+        if not self.target.manage:
+            raise UsageError(
+                f"emulated cluster {self.name!r} is up at {state.bandwidth}, not {bandwidth}"
+            )
+        if not self.owned and self.restore is None:
+            self.restore = state.bandwidth
+        self.log(f"re-shaping the links of emulated cluster {self.name!r} to {bandwidth}")
+        set_bandwidth(self.name, bandwidth)
 
     def close(self) -> None:
-        if not self.owned:
-            return
-        from archbench.cluster.lifecycle import tear_down
+        if self.owned:
+            from archbench.cluster.lifecycle import tear_down
 
-        self.log(f"bringing down emulated cluster {self.name!r}")
-        tear_down(self.name)
-        self.owned = False
+            self.log(f"bringing down emulated cluster {self.name!r}")
+            tear_down(self.name)
+            self.owned = False
+        elif self.restore is not None and self._state() is not None:
+            from archbench.cluster.lifecycle import set_bandwidth
+
+            self.log(f"restoring the links of emulated cluster {self.name!r} to {self.restore}")
+            set_bandwidth(self.name, self.restore)
+            self.restore = None

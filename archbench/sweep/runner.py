@@ -54,8 +54,12 @@ def _own_ancestry() -> set[int]:
 
 
 def pids_with_marker(marker: str) -> list[int]:
-    """Processes whose command line contains `marker` (never this process or its ancestors)."""
-    needle = marker.encode()
+    """Processes whose command line contains `marker` (never this process or its ancestors).
+
+    NUL separates the words of a command line; a shell given the command as one string
+    (horovodrun starts `sh -c "mpirun ..."`) has spaces there instead, so both forms count.
+    """
+    needles = {marker.encode(), marker.replace("\0", " ").encode()}
     skip = _own_ancestry()
     found = []
     for entry in os.listdir("/proc"):
@@ -66,7 +70,7 @@ def pids_with_marker(marker: str) -> list[int]:
                 cmdline = handle.read()
         except OSError:
             continue
-        if needle in cmdline:
+        if any(needle in cmdline for needle in needles):
             found.append(int(entry))
     return found
 
