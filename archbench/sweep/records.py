@@ -52,15 +52,19 @@ def _signal_name(number: int) -> str:
 def classify(
     outcome: ProcessOutcome, own: dict[str, Any] | None, tail: str, timeout_s: float
 ) -> tuple[str, dict | None]:
-    """(status, error) of a run from how it ended and what it wrote."""
+    """(status, error) of a run from how it ended and what it wrote.
+
+    An ok record from the chief counts even when the run then overran its timeout: the record is
+    written whole after training, so only the teardown was cut (sweep.timed_out says so).
+    """
+    if own is not None and own.get("status") == "ok":
+        return "ok", None
     if outcome.timed_out:
         return "timeout", {
             "type": "Timeout",
             "message": f"no result after the run's {timeout_s:g} s timeout; its process tree was stopped "
             "(SIGTERM, then SIGKILL)",
         }
-    if own is not None and own.get("status") == "ok":
-        return "ok", None
     if own is not None and own.get("error"):
         return "failed", dict(own["error"])
     code = outcome.returncode
