@@ -244,6 +244,13 @@ def placement_findings(table: pd.DataFrame | None, comparison: str) -> list[str]
         f"{subject[0].upper()}{subject[1:]} gives {num(geo)}× the throughput of {against} "
         f"(geometric mean over {len(data)} matched setting(s); {cases})."
     )
+    with_ci = data[data["ci_low"].notna()]
+    if len(with_ci):
+        clear = int(((with_ci["ci_low"] > 1) | (with_ci["ci_high"] < 1)).sum())
+        text += (
+            f" The 95% CI excludes 1× in {clear} of {len(with_ci)} setting(s) with repetitions"
+            + (": not distinguishable from no difference." if clear == 0 else ".")
+        )
     sentences = [text]
     if comparison == "sync" and "accuracy_diff" in data.columns:
         diff = data["accuracy_diff"].dropna()
@@ -258,7 +265,12 @@ def placement_findings(table: pd.DataFrame | None, comparison: str) -> list[str]
 
 def placement_headline(table: pd.DataFrame | None, comparison: str) -> str | None:
     sentences = placement_findings(table, comparison)
-    return sentences[0].split(" (geometric")[0] if sentences else None
+    if not sentences:
+        return None
+    headline = sentences[0].split(" (geometric")[0]
+    if "not distinguishable" in sentences[0]:
+        headline += ", not distinguishable from 1× at 95% confidence"
+    return headline
 
 
 # --- time to accuracy ----------------------------------------------------------------------

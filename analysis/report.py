@@ -39,6 +39,10 @@ def _pct(value: Any) -> str:
     return f"{100 * value:.1f}%" if _is_number(value) else "n/a"
 
 
+def _points(value: Any) -> str:
+    return f"{100 * value:+.1f}" if _is_number(value) else "n/a"
+
+
 def _x(value: Any) -> str:
     return f"{findings.num(value)}×" if _is_number(value) else "n/a"
 
@@ -104,7 +108,7 @@ COLUMNS: dict[str, list[tuple[str, str, Callable[[Any], str]]]] = {
         ("ci_low", "95% CI low", _plain),
         ("ci_high", "95% CI high", _plain),
         ("ratio_std", "± std (propagated)", _plain),
-        ("accuracy_diff", "accuracy async − sync", _pct),
+        ("accuracy_diff", "accuracy async − sync (points)", _points),
         ("n_numerator", "reps (async)", _plain),
         ("n_denominator", "reps (sync)", _plain),
     ],
@@ -247,7 +251,7 @@ def _blocks(report_title: str, study: Study, sections: list[Section], found: lis
                 blocks.append(("table", table))
         if section.notes:
             blocks.append(("ul", section.notes))
-        if section.skipped and not section.figures and not section.tables:
+        if section.skipped:
             blocks.append(("p", "Not drawn: " + "; ".join(section.skipped) + "."))
     blocks.append(("h2", "Data quality"))
     blocks.append(("ul", study.notes or ["Every record was complete and every run finished."]))

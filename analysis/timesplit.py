@@ -88,7 +88,7 @@ def plot_timesplit(table: pd.DataFrame, fig_dir: Path) -> FigureFile:
     workloads = sorted(table["workload"].unique())
     with_link = "link" in table.columns
     widest = max(len(table[table["workload"] == w]) for w in workloads)
-    panel_width = max(4.6, 0.55 * widest + 1.5)
+    panel_width = max(6.5 if len(workloads) == 1 else 4.6, 0.55 * widest + 1.5)
     ncols = 1 if panel_width > 7 else min(len(workloads), 2)
     fig, axes = plotting.new_figure(len(workloads), ncols=ncols, panel_size=(panel_width, 3.8))
     fallback = (table["exposed_from"] != "exposed_comm_s").any()
@@ -113,14 +113,8 @@ def plot_timesplit(table: pd.DataFrame, fig_dir: Path) -> FigureFile:
             label=comm_label,
         )
         total = compute_ms + comm_ms
-        ax.errorbar(
-            xs,
-            total,
-            yerr=1000 * part["split_step_std"].fillna(0.0),
-            fmt="none",
-            ecolor="black",
-            capsize=3,
-        )
+        spread = 1000 * part["split_step_std"].fillna(0.0)
+        ax.errorbar(xs, total, yerr=spread, fmt="none", ecolor="black", capsize=3)
         # The measured median step, to show where compute + exposed communication misses it.
         ax.scatter(
             xs,
@@ -138,12 +132,14 @@ def plot_timesplit(table: pd.DataFrame, fig_dir: Path) -> FigureFile:
             )
         )
         if len(part) <= 16:
-            for x, height, share in zip(xs, total, part["comm_share"], strict=True):
+            # Above the error bar and the step mark, so the label never sits on either.
+            label_at = np.fmax(total + spread, 1000 * part["step_s"].fillna(0.0))
+            for x, height, share in zip(xs, label_at, part["comm_share"], strict=True):
                 if not np.isnan(share):
                     ax.annotate(
                         f"{100 * share:.0f}%",
                         (x, height),
-                        xytext=(0, 4 + 6),
+                        xytext=(0, 5),
                         textcoords="offset points",
                         ha="center",
                         fontsize=8,
