@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from cluster_fixture import PROJECT_ROOT, run_cluster_command
 
+from archbench.cluster import blocks
+from archbench.cluster.lifecycle import MCA_BLOCK
 from archbench.cluster.preflight import cluster_unavailable_reason
 from archbench.cluster.sshd import pid_alive
-from archbench.cluster.state import RUN_DIR, current_link, load_state
+from archbench.cluster.state import RUN_DIR, ClusterState, current_link, list_states, load_state
 
 pytestmark = pytest.mark.skipif(
     cluster_unavailable_reason() is not None, reason=str(cluster_unavailable_reason())
@@ -40,16 +42,39 @@ def _netns_names() -> list[str]:
     return sorted(line.split()[0] for line in _netns_list())
 
 
-def _snapshot() -> dict[str, object]:
-    files = {str(p): p.read_bytes() if p.exists() else None for p in WATCHED_FILES}
+def _other_clusters() -> list[ClusterState]:
+    return [state for state in list_states() if state.name != NAME]
+
+
+def _snapshot(ignore: list[ClusterState]) -> dict[str, object]:
+    """Namespaces, links and watched files, leaving out what other clusters (brought up or
+    down by other tools meanwhile) own: their namespaces, links, blocks and the shared MCA block."""
+    nodes = {node for state in ignore for node in state.node_names}
+    devices = {state.bridge for state in ignore}
+    devices |= {node.host_veth for state in ignore for node in state.nodes}
+    files = {}
+    for path in WATCHED_FILES:
+        text = path.read_text() if path.exists() else None
+        for state in ignore:
+            text = text and blocks.strip_block(text, f"cluster {state.name}")
+            text = text and blocks.strip_block(text, MCA_BLOCK)
+        files[str(path)] = text
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    return {"netns": _netns_list(), "files": files, "links": sorted(links.split("\n"))}
+    return {
+        "netns": [line for line in _netns_list() if line.split()[0] not in nodes],
+        "files": files,
+        "links": sorted(
+            line
+            for line in links.splitlines()
+            if line.split(":")[1].strip().split("@")[0] not in devices
+        ),
+    }
 
 
 @pytest.fixture
 def quiet_machine() -> Iterator[None]:
     """Hold the test cluster's guard lock: no other pytest session brings its cluster up or
-    down (changing /etc/hosts and the namespace list) while this test compares them."""
+    down while this test runs (other tools' clusters are left out of the comparisons)."""
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     with open(RUN_DIR / "pytest-cluster-guard.lock", "a+") as guard:
         fcntl.flock(guard, fcntl.LOCK_EX)
@@ -65,14 +90,15 @@ def _ssh(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_up_status_down_round_trip_leaves_the_machine_as_before(quiet_machine: None) -> None:
-    before = _snapshot()
+    others = _other_clusters()
+    before = _snapshot(others)
     up = run_cluster_command(
         "up", "--name", NAME, "--prefix", PREFIX, "--nodes", "2", "--bandwidth", "300mbit"
     )
     assert up.returncode == 0, up.stderr
     state = load_state(NAME)
     assert state is not None and state.status == "up"
-    assert _netns_names() == sorted([*(n.split()[0] for n in before["netns"]), "rt1", "rt2"])
+    assert {"rt1", "rt2"} <= set(_netns_names())
 
     # Names resolve from the host and inside nodes; ssh needs no prompt; hostnames differ.
     assert _ssh("rt2", "hostname").stdout.strip() == "rt2"
@@ -104,7 +130,7 @@ def test_up_status_down_round_trip_leaves_the_machine_as_before(quiet_machine: N
         "up", "--name", NAME, "--prefix", PREFIX, "--nodes", "2", "--bandwidth", "300mbit"
     )
     assert again.returncode == 0 and "already up" in again.stdout
-    assert _netns_names() == sorted([*(n.split()[0] for n in before["netns"]), "rt1", "rt2"])
+    assert {"rt1", "rt2"} <= set(_netns_names())
     clash = run_cluster_command("up", "--name", NAME, "--prefix", PREFIX, "--nodes", "3")
     assert clash.returncode == 2 and "already up" in clash.stderr
 
@@ -122,14 +148,15 @@ def test_up_status_down_round_trip_leaves_the_machine_as_before(quiet_machine: N
     sshd_pids = [node.sshd_pid for node in state.nodes]
     down = run_cluster_command("down", "--name", NAME)
     assert down.returncode == 0, down.stderr
-    assert _snapshot() == before
+    others += _other_clusters()
+    assert _snapshot(others) == before
     assert not any(pid_alive(pid) for pid in sshd_pids)
     assert not mpi_file.exists()
     assert not (RUN_DIR / "clusters" / NAME).exists()  # keys gone
 
     twice = run_cluster_command("down", "--name", NAME)
     assert twice.returncode == 0 and "not up" in twice.stdout
-    assert _snapshot() == before
+    assert _snapshot(others + _other_clusters()) == before
     assert current_link(["rt1", "rt2"]) is None
     gone = run_cluster_command("shape", "--name", NAME, "--bandwidth", "150mbit")
     assert gone.returncode == 2 and "not up" in gone.stderr

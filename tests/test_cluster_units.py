@@ -127,7 +127,7 @@ def test_current_link_names_the_bandwidth_only_for_nodes_of_a_cluster_that_is_up
     (tmp_path / "netns").mkdir()
     cluster = state.ClusterState(
         name="c", status="up", bandwidth="200mbit", prefix="node", slots=1, subnet_index=1,
-        subnet="10.213.1.0/24", bridge="archbench1", bridge_address="10.213.1.254",
+        subnet="10.213.1.0/24", bridge="ab-node", bridge_address="10.213.1.254",
         nodes=[state.NodeState(f"node{k}", f"10.213.1.{k}", f"ab1n{k}") for k in (1, 2)],
     )  # fmt: skip
     state.save_state(cluster)

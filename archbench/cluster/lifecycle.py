@@ -94,7 +94,9 @@ def _new_state(spec: ClusterSpec) -> ClusterState:
         slots=spec.slots,
         subnet_index=index,
         subnet=f"{base}.0/24",
-        bridge=f"archbench{index}",
+        # Named after the prefix, not the subnet: horovodrun caches the interface it found for a
+        # host list (~/.horovod, an hour), so node1,node2 must always be on the same name.
+        bridge=f"ab-{spec.prefix}",
         bridge_address=f"{base}.{network.BRIDGE_HOST_OCTET}",
         nodes=nodes,
         hosts_file=str(HOSTS_FILE),

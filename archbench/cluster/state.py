@@ -46,7 +46,9 @@ class ClusterState:
     slots: int
     subnet_index: int
     subnet: str
-    bridge: str  # also the name of every node's interface, so Horovod sees one name everywhere
+    bridge: (
+        str  # ab-<prefix>; also every node's interface name, so Horovod sees one name everywhere
+    )
     bridge_address: str
     nodes: list[NodeState] = field(default_factory=list)
     hostfiles: list[str] = field(default_factory=list)
