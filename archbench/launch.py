@@ -6,6 +6,7 @@ to initialise, and this module only says what the launcher told the process.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ class ProcessPlace:
     size: int
     local_rank: int
     local_size: int
-    launcher: str  # "horovodrun" | "mpirun" | "slurm" | "none"
+    launcher: str  # "horovodrun" | "mpirun" | "slurm" | "tf_config" | "none"
     hostname: str
 
     @property
@@ -60,7 +61,37 @@ def detect_place() -> ProcessPlace:
             if launcher == "mpirun" and _started_by_horovodrun():
                 launcher = "horovodrun"
             return ProcessPlace(rank, size, local_rank, local_size, launcher, hostname)
+    from_tf_config = _tf_config_place(hostname)
+    if from_tf_config is not None:
+        return from_tf_config
     return ProcessPlace(0, 1, 0, 1, "none", hostname)
+
+
+def _tf_config_place(hostname: str) -> ProcessPlace | None:
+    """Rank and size from TF_CONFIG (TensorFlow's own cluster description, no launcher).
+
+    Ranks follow the parameter-server order: ps tasks, then the chief (if listed), then workers.
+    A TF_CONFIG that does not parse is left to the backend to report.
+    """
+    text = os.environ.get("TF_CONFIG")
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+        cluster, task = value["cluster"], value["task"]
+        order = [
+            (job, index, str(address))
+            for job in ("ps", "chief", "worker")
+            for index, address in enumerate(cluster.get(job, []))
+        ]
+        rank = [(job, index) for job, index, _ in order].index((task["type"], int(task["index"])))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    host = order[rank][2].rsplit(":", 1)[0]
+    on_my_host = [r for r, entry in enumerate(order) if entry[2].rsplit(":", 1)[0] == host]
+    return ProcessPlace(
+        rank, len(order), on_my_host.index(rank), len(on_my_host), "tf_config", hostname
+    )
 
 
 def threads_per_process(requested: int, local_size: int) -> int:
