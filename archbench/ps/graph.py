@@ -1,0 +1,326 @@
+"""The TensorFlow graph a parameter-server worker runs (TF1-style, on the distributed runtime).
+
+Where things live:
+- on the parameter servers (`/job:ps/task:k`): the master copy of every parameter, cut into the
+  shards of the `ShardPlan`, the optimizer's momentum next to each shard, and, when synchronous,
+  one `ConditionalAccumulator` per shard plus the queues that pace the workers;
+- on each worker (`/job:worker/task:i`): a Keras copy of the model (read-only between pulls) on
+  which forward and backward passes run.
+
+One step, in one `session.run`: compute gradients on the local copy -> push each gradient slice
+to the server holding that shard -> the server-side update -> pull the fresh shards into the local
+copy. So pull and push each move the model's bytes once per step, and the probe can time compute
+(phase 1) apart from push + update + pull (phase 2).
+
+Synchronous (the sync semantics): each shard's accumulator averages exactly W gradients of the
+same step; the chief takes the average, applies momentum SGD on the servers, bumps the global
+step and hands one token to each other worker's own queue. A worker pulls only after it holds
+its token, so every worker starts every step from the same parameters.
+
+Asynchronous (Downpour): each worker applies its own gradient on the servers as soon as it has
+it (no locks, no barrier) and bumps the global step; staleness = how many other updates landed
+between the worker's last pull and its update.
+
+Momentum SGD runs on the servers as Keras SGD writes it (v = -g*lr + v*m; var += v). TF's
+`ApplyMomentum` (accum = m*accum + g; var -= lr*accum) is the same update for a constant learning
+rate but rounds differently, enough to move a 50-step run's test loss by ~2e-4 relative; with
+Keras's own arithmetic a synchronous run matches `single` to float32 summation order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from archbench.ps.cluster_spec import ClusterLayout
+from archbench.ps.sharding import ShardPlan, VariableInfo, make_plan
+
+DONE_QUEUE = "archbench_ps_done"
+REPORT_QUEUE = "archbench_ps_reports"
+TOKEN_QUEUE = "archbench_ps_token_{worker}"
+GLOBAL_STEP = "archbench_ps/global_step"
+READY_FLAG = "archbench_ps/ready"
+
+
+def variable_infos(model) -> list[VariableInfo]:
+    return [
+        VariableInfo(v.name, tuple(int(d) for d in v.shape), v.dtype.size)
+        for v in model.trainable_variables
+    ]
+
+
+def done_queue(tf, ps_task: int, capacity: int):
+    """The queue on server `ps_task` into which each worker drops its index when it finishes."""
+    with tf.device(f"/job:ps/task:{ps_task}"):
+        return tf.queue.FIFOQueue(
+            capacity, [tf.int32], shapes=[[]], shared_name=DONE_QUEUE, name="done_queue"
+        )
+
+
+@dataclass
+class ExchangeOps:
+    """Push + server-side update + pull for one source of gradients."""
+
+    run: object  # op/tensor to run
+    update_step: object  # global step value right after this worker's update was applied
+    pulled_step: object  # global step value read with the pull
+
+
+@dataclass
+class WorkerGraph:
+    graph: object
+    plan: ShardPlan
+    model: object  # the local Keras copy (graph mode)
+    x: object
+    y: object
+    local_step: object  # fed: the step every worker is on (sync accumulators drop older ones)
+    loss: object
+    fused: ExchangeOps  # compute + push + update + pull
+    compute_into_buffers: object  # phase 1 of a probe
+    probe_exchange: ExchangeOps  # phase 2 of a probe
+    init_feeds: dict = field(default_factory=dict)  # placeholder -> variable index, row range
+    init_servers: object = None  # initialises every server-side variable (chief only)
+    mark_ready: object = None
+    is_ready: object = None
+    init_local: object = None
+    pull: object = None
+    pulled_step: object = None
+    shard_values: list = field(default_factory=list)  # per variable: list of shard tensors
+    local_non_trainable: list = field(default_factory=list)
+    release_servers: object = None
+    report: object = None  # placeholder: this worker's pickled statistics
+    send_report: object = None
+    take_report: object = None  # the chief takes one other worker's report
+
+
+def build_worker_graph(
+    tf,
+    *,
+    model_name: str,
+    input_shape: tuple[int, ...],
+    input_dtype,
+    num_classes: int,
+    seed: int,
+    sharding: str,
+    layout: ClusterLayout,
+    worker_index: int,
+    sync: bool,
+    lr: float,
+    momentum: float,
+) -> WorkerGraph:
+    from archbench.models import build_model
+
+    num_workers = layout.num_workers
+    is_chief = worker_index == 0
+    worker_device = f"/job:worker/task:{worker_index}/device:CPU:0"
+    graph = tf.Graph()
+    with graph.as_default():
+        # ---- the worker's local copy and its forward/backward pass
+        with tf.device(worker_device):
+            model = build_model(model_name, input_shape, num_classes, seed)
+        plan = make_plan(sharding, variable_infos(model), layout.num_ps)
+        with tf.device(worker_device):
+            before = {id(u) for u in model.updates}
+            x = tf.compat.v1.placeholder(input_dtype, (None, *input_shape), name="x")
+            y = tf.compat.v1.placeholder(tf.int32, (None,), name="y")
+            local_step = tf.compat.v1.placeholder(tf.int64, (), name="local_step")
+            logits = model(x, training=True)
+            # batch-norm moving statistics stay on each worker (as with Horovod, no sync BN)
+            statistics_updates = [u for u in model.updates if id(u) not in before]
+            loss = tf.reduce_mean(
+                tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+            )
+            grads = [
+                tf.convert_to_tensor(g)  # embedding gradients arrive as IndexedSlices
+                for g in tf.gradients(loss, model.trainable_variables)
+            ]
+            with tf.control_dependencies(statistics_updates):
+                loss = tf.identity(loss, name="loss")
+            buffers = [
+                tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"grad_buffer_{i}")
+                for i, v in enumerate(model.trainable_variables)
+            ]
+            with tf.control_dependencies([loss]):
+                fill_buffers = tf.group(*[b.assign(g) for b, g in zip(buffers, grads)])
+
+        # ---- server-side state
+        with tf.device("/job:ps/task:0"):
+            global_step = tf.Variable(tf.constant(0, tf.int64), trainable=False, name=GLOBAL_STEP)
+            ready = tf.Variable(tf.constant(False), trainable=False, name=READY_FLAG)
+        init_feeds: dict = {}
+        shard_vars: list[list] = []  # per variable: (shard, var, momentum slot, accumulator)
+        for index, info in enumerate(plan.variables):
+            per_variable = []
+            for number, shard in enumerate(plan.shards_of(index)):
+                shape = (shard.rows, *info.shape[1:])
+                dtype = model.trainable_variables[index].dtype
+                with tf.device(worker_device):
+                    initial = tf.compat.v1.placeholder(dtype, shape, name=f"init_{index}_{number}")
+                init_feeds[initial] = (index, shard.row_start, shard.row_end)
+                with tf.device(f"/job:ps/task:{shard.ps_task}"):
+                    master = tf.Variable(
+                        initial, trainable=False, name=f"archbench_ps/v{index}/s{number}"
+                    )
+                    slot = tf.Variable(
+                        tf.zeros(shape, dtype),
+                        trainable=False,
+                        name=f"archbench_ps/v{index}/s{number}/momentum",
+                    )
+                    accumulator = None
+                    if sync:
+                        accumulator = tf.compat.v1.ConditionalAccumulator(
+                            dtype,
+                            shape=shape,
+                            shared_name=f"archbench_ps/v{index}/s{number}/accumulator",
+                            name=f"accumulator_{index}_{number}",
+                        )
+                per_variable.append((shard, master, slot, accumulator))
+            shard_vars.append(per_variable)
+        server_initializers = [
+            variable.initializer
+            for per_variable in shard_vars
+            for (_, master, slot, _) in per_variable
+            for variable in (master, slot)
+        ]
+        init_servers = tf.group(global_step.initializer, *server_initializers, name="init_servers")
+        mark_ready = ready.assign(True)
+        is_ready = tf.compat.v1.is_variable_initialized(ready)
+
+        token_queues = {}
+        if sync:
+            with tf.device("/job:ps/task:0"):
+                for worker in range(1, num_workers):
+                    token_queues[worker] = tf.queue.FIFOQueue(
+                        2,
+                        [tf.int64],
+                        shapes=[[]],
+                        shared_name=TOKEN_QUEUE.format(worker=worker),
+                        name=f"token_queue_{worker}",
+                    )
+
+        def exchange(gradients: list) -> ExchangeOps:
+            pushes, applies = [], []
+            for index, per_variable in enumerate(shard_vars):
+                gradient = gradients[index]
+                if len(per_variable) > 1:
+                    with tf.device(worker_device):  # cut here: each server gets only its rows
+                        pieces = tf.split(gradient, [s.rows for (s, _, _, _) in per_variable])
+                else:
+                    pieces = [gradient]
+                for piece, (shard, master, slot, accumulator) in zip(pieces, per_variable):
+                    with tf.device(f"/job:ps/task:{shard.ps_task}"):
+                        if sync:
+                            pushes.append(accumulator.apply_grad(piece, local_step=local_step))
+                            if is_chief:
+                                average = accumulator.take_grad(num_workers)
+                                applies.append(
+                                    _apply_momentum(tf, master, slot, average, lr, momentum)
+                                )
+                        else:
+                            applies.append(_apply_momentum(tf, master, slot, piece, lr, momentum))
+            with tf.device("/job:ps/task:0"):
+                if sync and is_chief:
+                    with tf.control_dependencies(pushes + applies):
+                        update_step = global_step.assign_add(1, read_value=True)
+                    handed = [q.enqueue(update_step) for q in token_queues.values()]
+                    with tf.control_dependencies(handed):
+                        update_step = tf.identity(update_step)
+                elif sync:
+                    with tf.control_dependencies(pushes):
+                        update_step = token_queues[worker_index].dequeue()
+                else:
+                    with tf.control_dependencies(applies):
+                        update_step = global_step.assign_add(1, read_value=True)
+            with tf.control_dependencies([update_step]):
+                pull, pulled_step = _pull(tf, model, shard_vars, global_step, worker_device)
+            return ExchangeOps(pull, update_step, pulled_step)
+
+        fused = exchange(grads)
+        with tf.control_dependencies([fill_buffers]):
+            compute_into_buffers = tf.identity(loss)
+        probe_exchange = exchange([b.read_value() for b in buffers])
+        pull, pulled_step = _pull(tf, model, shard_vars, global_step, worker_device)
+
+        local_variables = [*model.variables, *buffers]
+        init_local = tf.group(*[v.initializer for v in local_variables], name="init_local")
+        shard_values = [
+            [master.read_value() for (_, master, _, _) in per_variable]
+            for per_variable in shard_vars
+        ]
+        with tf.device(worker_device):
+            local_non_trainable = [v.read_value() for v in model.non_trainable_variables]
+        release_servers = tf.group(
+            *[
+                done_queue(tf, k, capacity=num_workers).enqueue(tf.constant(worker_index))
+                for k in range(layout.num_ps)
+            ]
+        )
+        with tf.device(worker_device):
+            report = tf.compat.v1.placeholder(tf.string, (), name="report")
+        with tf.device("/job:ps/task:0"):
+            reports = tf.queue.FIFOQueue(
+                num_workers, [tf.string], shapes=[[]], shared_name=REPORT_QUEUE, name="reports"
+            )
+            send_report = reports.enqueue(report)
+            take_report = reports.dequeue()
+    graph.finalize()  # nothing may add ops per step (that would leak memory and time)
+    return WorkerGraph(
+        graph=graph,
+        plan=plan,
+        model=model,
+        x=x,
+        y=y,
+        local_step=local_step,
+        loss=loss,
+        fused=fused,
+        compute_into_buffers=compute_into_buffers,
+        probe_exchange=probe_exchange,
+        init_feeds=init_feeds,
+        init_servers=init_servers,
+        mark_ready=mark_ready,
+        is_ready=is_ready,
+        init_local=init_local,
+        pull=pull,
+        pulled_step=pulled_step,
+        shard_values=shard_values,
+        local_non_trainable=local_non_trainable,
+        release_servers=release_servers,
+        report=report,
+        send_report=send_report,
+        take_report=take_report,
+    )
+
+
+def _apply_momentum(tf, master, slot, gradient, lr: float, momentum: float):
+    """Keras SGD's update, op for op (v = -g*lr + v*m; var += v), so that a synchronous run
+    rounds exactly as `single` does (TF's ApplyMomentum is the same update, rounded otherwise)."""
+    velocity = slot.assign(
+        -gradient * tf.constant(lr, master.dtype)
+        + slot.read_value() * tf.constant(momentum, master.dtype)
+    )
+    return master.assign_add(velocity, read_value=False)
+
+
+def _pull(tf, model, shard_vars, global_step, worker_device):
+    """Fresh server values into the local copy (each shard crosses the network once)."""
+    assigns = []
+    for local, per_variable in zip(model.trainable_variables, shard_vars):
+        parts = []
+        for shard, master, _, _ in per_variable:
+            with tf.device(f"/job:ps/task:{shard.ps_task}"):
+                parts.append(master.read_value())
+        with tf.device(worker_device):
+            value = parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+            assigns.append(local.assign(value, read_value=False))
+    with tf.device("/job:ps/task:0"):
+        pulled_step = global_step.read_value()
+    return tf.group(*assigns), pulled_step
+
+
+def initial_feed(graph: WorkerGraph, initial_weights: list[np.ndarray]) -> dict:
+    """Feeds that give every server shard its rows of the chief's initial weights."""
+    return {
+        placeholder: initial_weights[index][start:end]
+        for placeholder, (index, start, end) in graph.init_feeds.items()
+    }

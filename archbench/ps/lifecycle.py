@@ -1,0 +1,232 @@
+"""Start-up, shutdown and failure handling of the parameter-server cluster.
+
+- Every rank starts a real gRPC server (`tf.distribute.Server`) for its task.
+- Workers wait (bounded by --ps-timeout) for the servers to accept connections and name those
+  that never did.
+- Every blocking operation in a session runs under `operation_timeout_in_ms`, so a step waiting
+  on a dead or stuck peer fails within the timeout; the failure is turned into one message that
+  names the task(s) that stopped answering.
+- A server leaves `serve()` when every worker has dropped its index into the server's done queue
+  (no `server.join()` forever); while it waits it checks, every few seconds, that the workers it
+  has not heard from still accept connections, and fails naming the one that vanished.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+
+from archbench.errors import RunFailed
+from archbench.ps.cluster_spec import ClusterLayout, Task, unreachable
+
+SERVE_POLL_S = 2.0
+
+
+def session_config(tf, threads: int, timeout_s: float, device_filters: list[str] | None):
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=threads,
+        inter_op_parallelism_threads=threads,
+        operation_timeout_in_ms=int(timeout_s * 1000),
+        allow_soft_placement=False,
+    )
+    if device_filters:
+        config.device_filters.extend(device_filters)
+    return config
+
+
+def start_server(tf, layout: ClusterLayout, threads: int):
+    """This rank's gRPC server, listening on its port on every interface."""
+    me = layout.me
+    try:
+        return tf.distribute.Server(
+            tf.train.ClusterSpec(layout.tf_cluster()),
+            job_name=me.job,
+            task_index=me.index,
+            protocol="grpc",
+            config=tf.compat.v1.ConfigProto(
+                intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads
+            ),
+            start=True,
+        )
+    except tf.errors.OpError as exc:
+        raise RunFailed(
+            f"could not start the gRPC server of {me.describe()}: {first_line(exc)}"
+        ) from None
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The informative part of a TensorFlow error (e.g. "From /job:ps/...: Socket closed")."""
+    text = getattr(exc, "message", None) or str(exc)
+    stripped = (line.strip() for line in text.splitlines())
+    lines = [
+        line
+        for line in stripped
+        if line
+        and line != "Graph execution error:"
+        and not line.startswith(("Additional GRPC error", ":{", "[["))
+    ]
+    return (" ".join(lines[:2]) or type(exc).__name__)[:limit]
+
+
+def bounded_call(function, timeout_s: float):
+    """function() in a helper thread; TimeoutError when it has not returned in time.
+
+    For calls TensorFlow does not bound itself: opening a session waits for every task in its
+    device filters with no deadline. A call that never returns is left behind in its daemon
+    thread; the process is about to fail anyway.
+    """
+    outcome: dict = {}
+
+    def call() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=call, daemon=True, name="bounded-call")
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def open_session(
+    tf, target: str, graph, config, first_fetch, layout: ClusterLayout, doing: str, timeout_s: float
+):
+    """A session whose first run (which contacts every task it may use) is bounded in time."""
+    session = tf.compat.v1.Session(target, graph=graph, config=config)
+    try:
+        bounded_call(lambda: session.run(first_fetch), timeout_s)
+    except TimeoutError:
+        others = [task for task in layout.tasks if task.rank != layout.rank]
+        gone = unreachable(others, timeout=0.5)
+        names = "; ".join(task.describe() for task in gone) or "a task"
+        raise RunFailed(
+            f"{names} did not answer within --ps-timeout {timeout_s:g} s while {doing}"
+        ) from None
+    except tf.errors.OpError as exc:
+        raise explain_failure(tf, exc, layout, doing, timeout_s) from None
+    return session
+
+
+def explain_failure(
+    tf, exc: Exception, layout: ClusterLayout, doing: str, timeout_s: float
+) -> RunFailed:
+    """A TensorFlow error during `doing` -> one message naming the task(s) that stopped answering."""
+    others = [task for task in layout.tasks if task.rank != layout.rank]
+    gone = unreachable(others, timeout=0.5)
+    kind = type(exc).__name__
+    if gone:
+        names = "; ".join(task.describe() for task in gone)
+        return RunFailed(f"{names} stopped answering while {doing} ({kind}: {first_line(exc)})")
+    if isinstance(exc, tf.errors.DeadlineExceededError):
+        return RunFailed(
+            f"no progress within --ps-timeout {timeout_s:g} s while {doing}: every task still "
+            "accepts connections, so one is stuck or slower than the timeout"
+        )
+    return RunFailed(f"{doing} failed: {kind}: {first_line(exc)}")
+
+
+def wait_patiently(
+    tf,
+    session,
+    fetch,
+    watch,
+    layout: ClusterLayout,
+    doing: str,
+    timeout_s: float,
+    poll_s: float = SERVE_POLL_S,
+):
+    """Runs `fetch` (a blocking dequeue) for as long as it takes, as long as the tasks that
+    `watch()` names still accept connections; fails naming the first that vanished."""
+    options = tf.compat.v1.RunOptions(timeout_in_ms=int(poll_s * 1000))
+    while True:
+        try:
+            return session.run(fetch, options=options)
+        except tf.errors.DeadlineExceededError:
+            gone = unreachable(list(watch()), timeout=1.0)
+            if gone:
+                names = "; ".join(task.describe() for task in gone)
+                raise RunFailed(f"{names} exited while {doing}") from None
+        except tf.errors.OpError as exc:
+            raise explain_failure(tf, exc, layout, doing, timeout_s) from None
+
+
+def serve_until_released(
+    tf, session, dequeue, layout: ClusterLayout, timeout_s: float, poll_s: float = SERVE_POLL_S
+) -> list[int]:
+    """Blocks until every worker has reported done; returns the order in which they did."""
+    waiting = {task.index: task for task in layout.worker_tasks()}
+    finished: list[int] = []
+    while waiting:
+        worker = int(
+            wait_patiently(
+                tf,
+                session,
+                dequeue,
+                waiting.values,
+                layout,
+                f"{layout.me.describe()} waited for the workers to finish",
+                timeout_s,
+                poll_s,
+            )
+        )
+        waiting.pop(worker, None)
+        finished.append(worker)
+    return finished
+
+
+class GrpcAllgather:
+    """allgather of small Python objects over the tasks' own gRPC servers (no MPI needed).
+
+    Round r: every task puts (rank, pickled value) into a queue hosted by every task, then takes
+    N items from the queue it hosts. Used when the cluster comes from TF_CONFIG.
+    """
+
+    def __init__(self, tf, layout: ClusterLayout, target: str, threads: int, timeout_s: float):
+        self.tf = tf
+        self.layout = layout
+        self.target = target
+        self.config = session_config(tf, threads, timeout_s, None)
+        self.timeout_s = timeout_s
+        self.round = 0
+
+    def __call__(self, value) -> list:
+        tf = self.tf
+        self.round += 1
+        tasks: list[Task] = self.layout.tasks
+        size = len(tasks)
+        graph = tf.Graph()
+        with graph.as_default():
+            payload = tf.compat.v1.placeholder(tf.string, ())
+            queues = []
+            for task in tasks:
+                with tf.device(task.device):
+                    queues.append(
+                        tf.queue.FIFOQueue(
+                            size,
+                            [tf.string],
+                            shapes=[[]],
+                            shared_name=f"archbench_allgather_{self.round}",
+                        )
+                    )
+            ready = tf.group(*[queue.size() for queue in queues])  # touches every task
+            send = tf.group(*[queue.enqueue(payload) for queue in queues])
+            with tf.control_dependencies([send]):
+                receive = queues[self.layout.rank].dequeue_many(size)
+        blob = pickle.dumps((self.layout.rank, value))
+        doing = f"exchanging results between the tasks (round {self.round})"
+        session = open_session(
+            tf, self.target, graph, self.config, ready, self.layout, doing, self.timeout_s
+        )
+        try:
+            received = session.run(receive, feed_dict={payload: blob})
+        except tf.errors.OpError as exc:
+            raise explain_failure(tf, exc, self.layout, doing, self.timeout_s) from None
+        finally:
+            session.close()
+        values = dict(pickle.loads(item) for item in received)
+        return [values[rank] for rank in range(size)]

@@ -1,0 +1,382 @@
+"""`ps`: parameter servers over TensorFlow gRPC, synchronous or asynchronous, 1..K servers.
+
+Ranks 0..K-1 serve (each a `tf.distribute.Server` holding its shards of the parameters and their
+optimizer state); ranks K..N-1 train (the first is the chief: it initialises the servers,
+evaluates and writes the record). The graph and its two modes are described in
+`archbench.ps.graph`; start-up, shutdown and failures in `archbench.ps.lifecycle`.
+
+Collectives (`allgather_object`) go over MPI when the job was started by an MPI launcher, and
+over the tasks' own gRPC servers when it was described by TF_CONFIG. A worker's first collective
+after training first tells every server it is done, so the servers leave `serve()` (blocked in a
+gRPC dequeue, not spinning in MPI) exactly when the last worker has finished.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections import Counter
+
+import numpy as np
+
+from archbench.errors import RunFailed, UsageError
+from archbench.launch import threads_per_process
+from archbench.ps.cluster_spec import (
+    ClusterLayout,
+    layout_from_tf_config,
+    layout_over_mpi,
+    role_of_rank,
+    wait_until_listening,
+)
+from archbench.ps.graph import WorkerGraph, build_worker_graph, done_queue, initial_feed
+from archbench.ps.lifecycle import (
+    GrpcAllgather,
+    explain_failure,
+    open_session,
+    serve_until_released,
+    session_config,
+    start_server,
+    wait_patiently,
+)
+from archbench.ps.sharding import ShardPlan
+from archbench.trainers.base import Trainer
+
+READY_POLL_S = 0.1
+
+
+class PSTrainer(Trainer):
+    arch = "ps"
+
+    def __init__(self, config, place, data):
+        super().__init__(config, place, data)
+        self.layout: ClusterLayout | None = None
+        self.plan: ShardPlan | None = None
+        self.server = None
+        self.session = None
+        self.graph: WorkerGraph | None = None
+        self._mpi = None
+        self._grpc_allgather: GrpcAllgather | None = None
+        self._steps = 0
+        self._pulled_step = 0
+        self._staleness: Counter = Counter()
+        self._released = False
+        self._reports: list[dict] = []
+        self._serve_facts: dict = {}
+        self._setup_s: float | None = None
+
+    # --- roles -------------------------------------------------------------------------------
+    @property
+    def num_ps(self) -> int:
+        return self.config.num_ps
+
+    @property
+    def num_workers(self) -> int:
+        return self.world_size - self.num_ps
+
+    @property
+    def worker_index(self) -> int:
+        return self.rank - self.num_ps
+
+    @property
+    def is_worker(self) -> bool:
+        return self.rank >= self.num_ps
+
+    def roles(self) -> list[str]:
+        return [role_of_rank(rank, self.num_ps) for rank in range(self.world_size)]
+
+    @property
+    def timeout_s(self) -> float:
+        return self.config.ps_timeout_s
+
+    # --- set-up ------------------------------------------------------------------------------
+    def setup(self) -> None:
+        import tensorflow as tf
+
+        self.tf = tf
+        started = time.perf_counter()
+        threads = threads_per_process(self.config.threads, self.place.local_size)
+        self.layout = self._discover_layout()
+        self.server = start_server(tf, self.layout, threads)
+        if self.layout.source == "tf_config":
+            self._grpc_allgather = GrpcAllgather(
+                tf, self.layout, self.server.target, threads, self.timeout_s
+            )
+        if self.is_worker:
+            self._setup_worker(tf, threads)
+        else:
+            self._setup_server(tf, threads)
+        self._setup_s = time.perf_counter() - started
+
+    def _discover_layout(self) -> ClusterLayout:
+        if self.place.launcher == "tf_config":
+            layout = layout_from_tf_config(self.num_ps)
+        elif self.place.launcher in ("mpirun", "slurm", "horovodrun"):
+            import mpi4py
+
+            # MPI_Finalize waits for every rank; at the exit of a failed rank that would hang the
+            # job. Finalize explicitly in finish() instead: a rank that fails exits without it,
+            # and the launcher then ends the whole job.
+            mpi4py.rc.finalize = False
+            from mpi4py import MPI
+
+            self._mpi = MPI.COMM_WORLD
+            if self._mpi.Get_size() != self.world_size:
+                raise RunFailed(
+                    f"MPI sees {self._mpi.Get_size()} processes, the launcher said {self.world_size}"
+                )
+            layout = layout_over_mpi(self._mpi.allgather, self.rank, self.num_ps)
+        else:
+            raise UsageError(
+                "--arch ps needs several processes: start it with mpirun -np N (N > --num-ps) "
+                "or give each process a TF_CONFIG"
+            )
+        if layout.rank != self.rank or len(layout.tasks) != self.world_size:
+            raise RunFailed(
+                f"cluster layout says rank {layout.rank} of {len(layout.tasks)}, "
+                f"the launcher said {self.rank} of {self.world_size}"
+            )
+        return layout
+
+    def _setup_server(self, tf, threads: int) -> None:
+        me = self.layout.me
+        graph = tf.Graph()
+        with graph.as_default():
+            queue = done_queue(tf, me.index, capacity=self.num_workers)
+            self._done = queue.dequeue()
+            pending = queue.size()
+        graph.finalize()
+        self.session = open_session(
+            tf,
+            self.server.target,
+            graph,
+            session_config(tf, threads, self.timeout_s, [me.device]),
+            pending,
+            self.layout,
+            f"starting {me.describe()}",
+            self.timeout_s,
+        )
+
+    def _setup_worker(self, tf, threads: int) -> None:
+        from archbench.models import build_model
+
+        config, data = self.config, self.data
+        input_dtype = tf.float32 if data.scale != 1.0 else tf.as_dtype(data.x_train.dtype)
+        self.graph = build_worker_graph(
+            tf,
+            model_name=config.model,
+            input_shape=data.input_shape,
+            input_dtype=input_dtype,
+            num_classes=data.num_classes,
+            seed=config.seed,
+            sharding=config.ps_sharding,
+            layout=self.layout,
+            worker_index=self.worker_index,
+            sync=config.sync,
+            lr=config.lr,
+            momentum=config.momentum,
+        )
+        self.plan = self.graph.plan
+        # The eager copy: the seed's initial values (the same as every other architecture's) and
+        # the model the chief evaluates. Built after the graph copy, because Keras switches its
+        # layer classes to graph mode while a model is built in a tf.Graph, which leaves models
+        # built earlier unusable eagerly.
+        self.model = build_model(config.model, data.input_shape, data.num_classes, config.seed)
+        wait_until_listening(
+            self.layout.ps_tasks(),
+            self.timeout_s,
+            f"{self.layout.me.describe()} waited for the parameter servers",
+        )
+        self.session = open_session(
+            tf,
+            self.server.target,
+            self.graph.graph,
+            session_config(tf, threads, self.timeout_s, ["/job:ps", self.layout.me.device]),
+            self.graph.is_ready,
+            self.layout,
+            f"{self.layout.me.describe()} connected to the parameter servers",
+            self.timeout_s,
+        )
+        graph = self.graph
+        if self.is_chief:
+            weights = [v.numpy() for v in self.model.trainable_variables]
+            self._run(graph.init_servers, "initialising the servers", initial_feed(graph, weights))
+            self._run(graph.mark_ready, "initialising the servers")
+        else:
+            self._wait_for_chief()
+        self._run(graph.init_local, "initialising the local copy")
+        _, self._pulled_step = self._run(
+            [graph.pull, graph.pulled_step], "pulling the initial parameters"
+        )
+
+    def _wait_for_chief(self) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while not self._run(self.graph.is_ready, "waiting for the chief to initialise"):
+            if time.monotonic() > deadline:
+                chief = self.layout.worker_tasks()[0]
+                raise RunFailed(
+                    f"{chief.describe()} did not initialise the parameters within "
+                    f"--ps-timeout {self.timeout_s:g} s"
+                )
+            time.sleep(READY_POLL_S)
+
+    def _run(self, fetches, doing: str, feed: dict | None = None):
+        try:
+            return self.session.run(fetches, feed_dict=feed)
+        except self.tf.errors.OpError as exc:
+            raise explain_failure(self.tf, exc, self.layout, doing, self.timeout_s) from None
+
+    # --- training ----------------------------------------------------------------------------
+    def _feed(self, x, y) -> dict:
+        graph = self.graph
+        return {graph.x: x.numpy(), graph.y: y.numpy(), graph.local_step: self._steps}
+
+    def _account(self, update_step, pulled_step) -> None:
+        # other workers' updates that landed between this worker's pull and its own update
+        self._staleness[int(update_step) - 1 - int(self._pulled_step)] += 1
+        self._pulled_step = int(pulled_step)
+        self._steps += 1
+
+    def train_step(self, x, y) -> float:
+        graph = self.graph
+        ops = graph.fused
+        loss, _, update_step, pulled_step = self._run(
+            [graph.loss, ops.run, ops.update_step, ops.pulled_step],
+            f"training step {self._steps}",
+            self._feed(x, y),
+        )
+        self._account(update_step, pulled_step)
+        return float(loss)
+
+    def probe_step(self, x, y) -> tuple[float, float, float]:
+        graph = self.graph
+        ops = graph.probe_exchange
+        feed = self._feed(x, y)
+        start = time.perf_counter()
+        loss = self._run(graph.compute_into_buffers, f"training step {self._steps}", feed)
+        computed = time.perf_counter()
+        _, update_step, pulled_step = self._run(
+            [ops.run, ops.update_step, ops.pulled_step],
+            f"training step {self._steps} (push, update, pull)",
+            {graph.local_step: self._steps},
+        )
+        done = time.perf_counter()
+        self._account(update_step, pulled_step)
+        return float(loss), computed - start, done - computed
+
+    def weights(self) -> list[np.ndarray]:
+        """The parameters as the servers hold them now."""
+        shards = self._run(self.graph.shard_values, "reading the parameters from the servers")
+        return [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in shards]
+
+    def eval_model(self):
+        for variable, value in zip(self.model.trainable_variables, self.weights()):
+            variable.assign(value)
+        statistics = self._run(self.graph.local_non_trainable, "reading the local statistics")
+        for variable, value in zip(self.model.non_trainable_variables, statistics):
+            variable.assign(value)
+        return self.model
+
+    # --- serving and the end -----------------------------------------------------------------
+    def serve(self) -> None:
+        started = time.perf_counter()
+        order = serve_until_released(self.tf, self.session, self._done, self.layout, self.timeout_s)
+        self._serve_facts = {"served_s": time.perf_counter() - started, "finish_order": order}
+
+    def _release_servers(self) -> None:
+        """Reports this worker's statistics and tells every server it is done (once)."""
+        if self._released or not self.is_worker:
+            return
+        self._released = True
+        graph = self.graph
+        mine = self._own_report()
+        if self.is_chief:
+            self._reports = [mine]
+            others = {task.index: task for task in self.layout.worker_tasks()[1:]}
+            for _ in range(self.num_workers - 1):
+                blob = wait_patiently(
+                    self.tf,
+                    self.session,
+                    graph.take_report,
+                    lambda: list(others.values()),
+                    self.layout,
+                    "the chief waited for the other workers to finish",
+                    self.timeout_s,
+                )
+                report = pickle.loads(blob)
+                others.pop(report["worker"], None)
+                self._reports.append(report)
+        else:
+            self._run(
+                graph.send_report, "reporting to the chief", {graph.report: pickle.dumps(mine)}
+            )
+        self._run(graph.release_servers, "telling the servers this worker is done")
+
+    def _own_report(self) -> dict:
+        return {
+            "worker": self.worker_index,
+            "steps": self._steps,
+            "staleness": dict(self._staleness),
+            "last_global_step": self._pulled_step,
+        }
+
+    def allgather_object(self, value) -> list:
+        if self.is_worker and self._steps > 0:
+            self._release_servers()
+        if self._mpi is not None:
+            return self._mpi.allgather(value)
+        return self._grpc_allgather(value)
+
+    def finish(self) -> None:
+        if self.is_worker and self._steps > 0:
+            self._release_servers()
+        if self._mpi is not None:
+            from mpi4py import MPI
+
+            if not MPI.Is_finalized():
+                MPI.Finalize()
+
+    # --- what the record says ----------------------------------------------------------------
+    def comm_stats(self, steps: int) -> dict:
+        pushed = self.plan.total_bytes  # one dense gradient per step
+        pulled = self.plan.total_bytes  # one fresh copy of every shard per step
+        return {
+            "bytes_sent_per_step": pushed,
+            "bytes_received_per_step": pulled,
+            "bytes_total": pushed * steps,
+            "bytes_method": "analytic: each worker pushes every shard's gradient and pulls every "
+            "shard once per step (dense float32)",
+        }
+
+    def extra_record(self) -> dict:
+        if not self.is_chief:
+            return {}
+        workers = self.num_workers
+        held = self.plan.bytes_per_server()
+        staleness = Counter()
+        for report in self._reports:
+            staleness.update({int(k): v for k, v in report["staleness"].items()})
+        values = np.repeat(list(staleness.keys()), list(staleness.values()))
+        return {
+            "controller": "grpc",
+            "ps": {
+                "mode": "sync" if self.config.sync else "async",
+                "cluster_spec": {**self.layout.tf_cluster(), "source": self.layout.source},
+                "sharding": self.plan.summary(),
+                "bytes_held_per_server": held,
+                "optimizer_bytes_per_server": held,  # one momentum slot per parameter
+                "bytes_served_per_server_per_step": [workers * b for b in held],
+                "bytes_received_per_server_per_step": [workers * b for b in held],
+                "bytes_pushed_per_worker_per_step": self.plan.total_bytes,
+                "bytes_pulled_per_worker_per_step": self.plan.total_bytes,
+                "staleness": {
+                    "median": float(np.median(values)) if len(values) else None,
+                    "max": int(values.max()) if len(values) else None,
+                    "mean": float(values.mean()) if len(values) else None,
+                    "updates": int(len(values)),
+                    "histogram": {str(k): v for k, v in sorted(staleness.items())},
+                },
+                "global_step": max(r["last_global_step"] for r in self._reports),
+                "steps_per_worker": {str(r["worker"]): r["steps"] for r in self._reports},
+                "setup_s": self._setup_s,
+            },
+        }
