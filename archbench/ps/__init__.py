@@ -1,0 +1,1 @@
+"""Parameter-server plumbing: cluster layout, variable sharding, the worker graph, life cycle."""
