@@ -108,24 +108,61 @@ def threads_per_process(requested: int, local_size: int) -> int:
 LAUNCHER_NAMES = ("mpirun", "mpiexec", "orterun", "horovodrun", "srun", "prun")
 
 
+def _argv_of(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+        return [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
+
+
+def _is_launcher(argv: list[str]) -> bool:
+    return any(os.path.basename(arg) in LAUNCHER_NAMES for arg in argv[:2])
+
+
 def launcher_command() -> list[str] | None:
-    """The argv of the launcher that started this process, if it runs on this host."""
+    """The argv of the launcher that started this process, where this host can see it.
+
+    First up the process tree (ranks mpirun forked itself), then through a remote daemon.
+    """
     pid = os.getppid()
     for _ in range(8):
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                argv = [
-                    part.decode(errors="replace") for part in handle.read().split(b"\0") if part
-                ]
-            names = [os.path.basename(a) for a in argv[:2]]
-            if any(name in LAUNCHER_NAMES for name in names):
+            argv = _argv_of(pid)
+            if _is_launcher(argv):
                 return argv
-            with open(f"/proc/{pid}/stat") as handle:
-                pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+            pid = _parent_pid(pid)
         except (OSError, ValueError, IndexError):
-            return None
+            break
         if pid <= 1:
-            return None
+            break
+    return _launcher_of_remote_daemon()
+
+
+def _parent_pid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+def _launcher_of_remote_daemon() -> list[str] | None:
+    """mpirun starts a rank's daemon on another host with `ssh HOST orted ... <hnp uri>`; where
+    this host shares the launcher's process table (the emulated cluster), that ssh's parent is
+    the launcher. Elsewhere nothing matches and the answer is None."""
+    hnp_uri = os.environ.get("OMPI_MCA_orte_hnp_uri", "")
+    job = hnp_uri.split(";", 1)[0].encode()
+    if not job:
+        return None
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+            first_arg = cmdline.split(b"\0", 1)[0]
+            if b"orted" not in cmdline or job not in cmdline or not first_arg.endswith(b"ssh"):
+                continue
+            argv = _argv_of(_parent_pid(int(entry)))
+        except (OSError, ValueError, IndexError):
+            continue
+        if _is_launcher(argv):
+            return argv
     return None
 
 

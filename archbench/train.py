@@ -248,7 +248,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     timing = {
         "wall_s": time.time() - state.start_time,
         "train_s": loop_result.train_s,
-        **step_statistics(loop_result, global_batch),
+        **step_statistics(loop_result, global_batch, min(config.warmup_steps, loop_result.steps)),
         "epochs": loop_result.evaluations,
     }
     comm = {**trainer.comm_stats(loop_result.steps), **extra}
