@@ -200,6 +200,12 @@ def run(args: argparse.Namespace) -> int:
             traceback.print_exc()
         if state.is_chief:
             state.write(state.failed_record("failed", type(exc).__name__, message[:2000]))
+        if place.size > 1:
+            # Leave without MPI_Finalize: the launcher then ends the whole job at once instead
+            # of waiting for peers that are blocked on this rank forever.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
         return 1
 
 
