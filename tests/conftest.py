@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cluster_fixture import emulated_cluster  # noqa: F401  (session-wide emulated cluster)
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
