@@ -12,7 +12,9 @@ machine, where each TensorFlow process starts slowly and the gRPC session set-up
 W = 2 pairs already check that ps follows the same sync semantics, so W = 3 keeps the suite
 within a couple of minutes.
 
-Each configuration runs once (lazily, on first use) and its record is shared by every pair.
+Each configuration runs once (lazily, on first use) and its record is shared by every pair. The
+W = 3 p2p runs also serve the p2p checks that need uneven shards (101,770 parameters over 3):
+both send schedules give bit-identical parameters, and the measured bytes equal the shard plan's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import shutil
 
 import pytest
 from conftest import run_train
+
+from archbench.p2p.shards import ShardPlan
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
 
@@ -37,6 +41,9 @@ def command_for(arch: str, workers: int) -> tuple[list[str], str | None, int]:
     """(train arguments, launcher, processes) for `arch` with `workers` workers."""
     if arch == "single":
         return ["--arch", "single", "--batch-size", str(workers * PER_WORKER_BATCH)], None, 1
+    if arch == "p2p-naive":
+        args = ["--arch", "p2p", "--p2p-schedule", "naive", "--batch-size", str(PER_WORKER_BATCH)]
+        return args, "mpirun", workers
     args = ["--arch", arch, "--batch-size", str(PER_WORKER_BATCH)]
     if arch == "ps":
         return [*args, "--num-ps", "1", "--sync"], "mpirun", workers + 1
@@ -107,3 +114,28 @@ def test_the_tolerance_tells_different_training_runs_apart(runs):
     for key in ("param_norm", "final_loss"):
         difference = relative_difference(two["result"][key], three["result"][key])
         assert difference > 10 * RELATIVE_TOLERANCE, f"{key}: {difference:.2e}"
+
+
+def test_p2p_schedules_agree_bit_for_bit_and_measured_bytes_match_the_shard_plan(runs):
+    staggered, naive = runs.record("p2p", 3), runs.record("p2p-naive", 3)
+    assert staggered["config"]["p2p_schedule"] == staggered["comm"]["p2p_schedule"] == "staggered"
+    assert naive["config"]["p2p_schedule"] == naive["comm"]["p2p_schedule"] == "naive"
+    # Owners sum contributions in rank order whatever the arrival order: the same bits.
+    digests = staggered["result"]["param_digest_per_rank"]
+    assert len(digests) == 3 and len(set(digests)) == 1
+    assert naive["result"]["param_digest_per_rank"] == digests
+    for record in (staggered, naive):
+        comm = record["comm"]
+        plan = ShardPlan(record["model_stats"]["params"], 3)
+        assert comm["shard_plan"] == plan.as_record()
+        assert comm["bytes_sent_per_step_per_rank"] == [
+            plan.bytes_sent_per_step(r) for r in range(3)
+        ]
+        assert comm["bytes_received_per_step_per_rank"] == [
+            plan.bytes_received_per_step(r) for r in range(3)
+        ]
+        # (W-1)/W of the gradient bytes + (W-1)/W of the parameter bytes, up to the few bytes
+        # of one element per phase by which the uneven split differs
+        analytic = 2 * (3 - 1) / 3 * record["model_stats"]["param_bytes"]
+        assert abs(comm["bytes_sent_per_step"] - analytic) <= 2 * 4
+        assert comm["bytes_total"] == comm["bytes_sent_per_step"] * record["config"]["steps_run"]
