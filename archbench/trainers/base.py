@@ -113,7 +113,9 @@ class Trainer(ABC):
         }
 
     def extra_record(self) -> dict:
-        """Architecture-specific record fields (merged into `comm`, e.g. shard plans, staleness)."""
+        """Architecture-specific record fields (merged into `comm`, e.g. shard plans, staleness).
+
+        Called on every rank, in the same order, after training: it may communicate."""
         return {}
 
 
