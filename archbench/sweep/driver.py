@@ -171,10 +171,15 @@ class Sweep:
         for note in self.plan.notes:
             self.say(note)
         self.say(self._summary_line(len(todo)))
-        if self.plan.target.kind == "emulated" and todo:
+        owner_file = self.results_dir / ".cluster-owner"
+        if self.plan.target.kind == "emulated" and (todo or owner_file.exists()):
             cluster_spec = self.spec.cluster
             self.cluster = EmulatedCluster(
-                self.plan.target, cluster_spec.name, cluster_spec.prefix, log=self.say
+                self.plan.target,
+                cluster_spec.name,
+                cluster_spec.prefix,
+                owner_file=owner_file,
+                log=self.say,
             )
             self.cluster.check_ready(
                 {r.config["bandwidth"] for r in todo if "bandwidth" in r.config}

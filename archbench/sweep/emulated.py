@@ -8,16 +8,27 @@ bandwidth back at the end. With `manage: false` the cluster must be up, at the s
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from archbench.errors import UsageError
 from archbench.sweep.hosts import ClusterTarget
 
 
 class EmulatedCluster:
-    def __init__(self, target: ClusterTarget, name: str, prefix: str, log=None):
+    def __init__(
+        self,
+        target: ClusterTarget,
+        name: str,
+        prefix: str,
+        owner_file: Path | None = None,
+        log=None,
+    ):
         self.target = target
         self.name = name
         self.prefix = prefix
+        # Names the cluster a sweep of this study brought up, so a sweep that was killed before
+        # it could bring the cluster down has it brought down by the next one.
+        self.owner_file = owner_file
         self.owned = False  # brought up by this sweep, so ours to bring down
         self.restore: str | None = None  # bandwidth to give back to a cluster we found up
         self.log = log or (
@@ -36,6 +47,14 @@ class EmulatedCluster:
 
         require_cluster_support()
         state = self._state()
+        if self.owner_file is not None and self.owner_file.exists():
+            if state is not None and self.owner_file.read_text().strip() == self.name:
+                self.owned = True
+                self.log(
+                    f"emulated cluster {self.name!r} was left up by an earlier sweep; reusing it"
+                )
+            else:
+                self.owner_file.unlink()
         wanted = [host for host, _ in self.target.hosts]
         if state is None:
             if not self.target.manage:
@@ -72,6 +91,8 @@ class EmulatedCluster:
             spec = make_spec(
                 self.name, len(self.target.hosts), bandwidth, self.prefix, min(slots, 64)
             )
+            if self.owner_file is not None:
+                self.owner_file.write_text(self.name + "\n")
             bring_up(spec)
             self.owned = True
             return
@@ -93,6 +114,8 @@ class EmulatedCluster:
             self.log(f"bringing down emulated cluster {self.name!r}")
             tear_down(self.name)
             self.owned = False
+            if self.owner_file is not None:
+                self.owner_file.unlink(missing_ok=True)
         elif self.restore is not None and self._state() is not None:
             from archbench.cluster.lifecycle import set_bandwidth
 
