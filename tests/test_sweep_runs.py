@@ -313,7 +313,7 @@ def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
         pytest.skip(emulation_unavailable())
     emulated = sweep(spec, "--dry-run", "--cluster", "emulated")
     assert emulated.returncode == 0, emulated.stderr
-    commands = emulated.stdout.splitlines()
+    commands = [line for line in emulated.stdout.splitlines() if not line.startswith("#")]
     assert len(commands) == 26  # 2 single + 4 ring + 4 p2p + 16 ps
     for words in (
         "--arch single",
@@ -331,3 +331,34 @@ def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
     ):
         assert any(words in command for command in commands), words
     assert not (tmp_path / "demo").exists()
+
+
+def test_a_bandwidth_factor_runs_in_one_block_per_bandwidth(tmp_path):
+    from archbench.sweep.hosts import emulation_unavailable
+
+    if emulation_unavailable():
+        pytest.skip(emulation_unavailable())
+    spec = write_spec(
+        tmp_path,
+        "links",
+        """
+        cluster: {kind: emulated, nodes: 2, name: sweepblocks, prefix: swb}
+        fixed: {steps: 5}
+        factors:
+          arch: [single, ring]
+          lr: [0.1, 0.2, 0.3]
+          bandwidth: [10mbit, 100mbit, 1gbit]
+        """,
+    )
+    dry = sweep(spec, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    blocks = [line.split(" at ")[1].split()[0] for line in lines if line.startswith("#")]
+    assert sorted(blocks) == [
+        "100mbit",
+        "10mbit",
+        "1gbit",
+    ]  # each bandwidth once: one re-shape each
+    assert (
+        len([line for line in lines if not line.startswith("#")]) == 3 + 9
+    )  # single ignores links

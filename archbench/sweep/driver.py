@@ -148,11 +148,15 @@ class Sweep:
 
     def _dry_run(self) -> int:
         self.store.load(repair=False)
-        todo = self.pending()
+        todo = self._block_by_bandwidth(self.pending())
         for note in self.plan.notes if self.plan else []:
             self.say(note)
         self.say(self._summary_line(len(todo)))
+        links = None
         for run in todo:
+            if run.config.get("bandwidth", links) != links:
+                links = run.config["bandwidth"]
+                print(f"# emulated cluster links at {links} from here on", file=self.out)
             print(self.prepare(run).command, file=self.out)
         return 0
 
@@ -223,8 +227,9 @@ class Sweep:
         return 1 if self.options.strict and (bad or None in statuses) else 0
 
     def _block_by_bandwidth(self, runs: list[PlannedRun]) -> list[PlannedRun]:
-        """On the emulated cluster each bandwidth change rebuilds it: run each bandwidth as one block
-        (blocks in the order they first appear in the shuffled list, runs keep their order inside)."""
+        """On the emulated cluster each bandwidth change re-shapes every link: run each bandwidth as
+        one block (blocks in the order they first appear in the shuffled list, runs keep their order
+        inside)."""
         if self.plan is None or self.plan.target.kind != "emulated":
             return runs
         blocks: dict[Any, list[PlannedRun]] = {}
