@@ -233,8 +233,11 @@ def test_ps_records_use_the_recorded_shard_plan() -> None:
     obs = observation_from_record(record)
     assert obs is not None and obs.config.ps_plan == ((3.0e5, 1.0e5), (3, 1))
     assert obs.config.cpu_sharing_ranks == 4  # emulated link: every rank on this machine's cores
-    # the busiest server carries 3e5 of the 4e5 bytes: 2 workers x 3e5 x 8e-9 s/B per phase
+    # the emulated 1gbit links let a tbf bucket of 1e9/8/500 = 250 kB through at once
+    assert obs.config.link_burst_bytes == 250_000
+    # the busiest server carries 3e5 of the 4e5 bytes: 2 workers x 3e5 per phase, less the
+    # bucket, at 8e-9 s/B; push and pull each drain their own direction's bucket
     calib = Calibration(intra=F.LinkCost(0.0, 0.0), inter=F.LinkCost(0.0, 0.0),
                         compute={"toy": ComputeLine(0.0, 0.0)})  # fmt: skip
     pred = predict_step(obs.config, ModelParams(), calib)
-    assert pred.comm_s == pytest.approx(2 * 2 * 3.0e5 * 8e-9)
+    assert pred.comm_s == pytest.approx(2 * (2 * 3.0e5 - 250_000) * 8e-9)

@@ -105,9 +105,19 @@ def test_placement_changes_which_link_is_loaded() -> None:
     two_ps = F.Placement(hosts=("P", "Q", "A", "B"), roles=(F.PS, F.PS, F.WORKER, F.WORKER))
     comm = F.ps_placed([3e5, 1e5], two_ps, NET)
     assert comm.sync_comm_s == pytest.approx(2 * ALPHA + 2 * 6e5 * BETA)
+    # a shaped link's token bucket of 1e5 B spares each phase 1e5 * 1e-9
+    bursty = F.Network(inter=NET.inter, intra=NET.intra, burst_bytes=1e5)
+    assert F.ps_placed([3e5, 1e5], two_ps, bursty).sync_comm_s == pytest.approx(
+        2 * ALPHA + 2 * 5e5 * BETA
+    )
+    # ... and a ring's 2(W-1) back-to-back transfers share one bucket
+    assert F.ring_allreduce_placed_s(M, one_per_host(4), bursty) == pytest.approx(
+        6e-5 + (1.5e6 - 1e5) * BETA
+    )
     # one worker alone moves 4e5 each way: 8e-4, plus its round trips
     assert comm.own_comm_s == pytest.approx(2 * ALPHA + 8e-4)
-    assert comm.bottleneck_s == pytest.approx(1.2e-3)
+    # asynchronous: pushes and pulls of a round overlap on the full-duplex links: 6e-4
+    assert comm.bottleneck_s == pytest.approx(6e-4)
     # 0.1 ms of server time per tensor request, 3 tensors on PS0: 2 workers * 2 * 3 * 1e-4
     busy = F.ps_placed([3e5, 1e5], two_ps, NET, per_request_s=1e-4, variables_per_ps=[3, 1])
     assert busy.sync_comm_s == pytest.approx(2 * ALPHA + 1.2e-3 + 1.2e-3)
@@ -161,8 +171,13 @@ def test_predict_ps_sync_and_async_by_hand() -> None:
     assert predict_step(sync, ModelParams(), calib).comm_s == pytest.approx(3.2e-2 + 2e-5)
     asynchronous = StepConfig("ps", "toy", 32, M, placement, bandwidth_bits=1e9, sync=False)
     pred = predict_step(asynchronous, ModelParams(), calib)
-    # own cycle 4.2e-3 + 2*8e-3 + 2e-5 = 2.022e-2 < server bound 3.2e-2
-    assert pred.step_s == pytest.approx(3.2e-2)
+    # own cycle 4.2e-3 + 2*8e-3 + 2e-5 = 2.022e-2 > server bound (2 pushes in while 2 pulls
+    # go out: 2 * 1e6 * 8e-9 = 1.6e-2)
+    assert pred.step_s == pytest.approx(2.022e-2)
+    three = StepConfig("ps", "toy", 32, M, default_placement("ps", 3, 1, "dedicated", None),
+                       bandwidth_bits=1e9, sync=False)  # fmt: skip
+    # W=3: the server's link carries 3 * 8e-3 = 2.4e-2 per round > own cycle 2.022e-2
+    assert predict_step(three, ModelParams(), calib).step_s == pytest.approx(2.4e-2)
 
 
 def test_bandwidth_units() -> None:

@@ -193,7 +193,8 @@ def run_validate(args: argparse.Namespace) -> int:
         fit = _fit_document(study, _split(observations, args), calib, args)
         write_json_atomic(fit_path, fit)
         print(f"fitted now ({fit['split']}), saved to {fit_path}")
-    params, calib = model_inputs(fit_path, args.calibration)
+    # the fit carries the calibration it was fitted with: score it as fitted
+    params, calib = model_inputs(fit_path, None)
     test = held_out(observations, fit)
     if not test:
         raise UsageError(

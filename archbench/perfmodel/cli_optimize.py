@@ -11,6 +11,7 @@ from typing import Any
 
 from archbench.errors import UsageError
 from archbench.perfmodel.fitfile import model_inputs, write_json_atomic
+from archbench.perfmodel.modelinfo import train_size
 from archbench.perfmodel.optimizer import (
     OBJECTIVES,
     Candidate,
@@ -25,6 +26,9 @@ from archbench.perfmodel.records import study_records
 
 REPORT_NAME = "optimize"
 DEFAULT_CALIBRATION = Path("runs/microbench/results.jsonl")
+# samples per "epoch" of a data set whose size only loading it would tell (text corpora); every
+# configuration of a study shares it, so the ranking does not depend on it
+DEFAULT_EPOCH_SAMPLES = 60000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,8 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add(
         "--objective",
         choices=OBJECTIVES,
-        default="train_time",
-        help="train_time: median step x steps of the run (default); time_per_sample: 1/throughput",
+        default="epoch_time",
+        help="epoch_time: time to train one epoch, median step x steps per epoch at the "
+        "configuration's global batch (default); run_time: median step x the run's steps",
     )
     add("--fit", default=None, help="perfmodel_fit.json of `archbench model fit` (free parameters)")
     add(
@@ -86,6 +91,7 @@ def _candidates(plan: Any) -> list[Candidate]:
         by_key[key] = Candidate(
             key=key, config=run.config, run_ids=[run.run_id], step_config=step_config,
             steps=planned_steps(run.config, step_config.num_workers),
+            epoch_samples=train_size(run.config) or DEFAULT_EPOCH_SAMPLES,
         )  # fmt: skip
     return list(by_key.values())
 
@@ -222,12 +228,13 @@ def _spearman(a: list[float], b: list[float]) -> float | None:
 
 def _markdown(report: dict[str, Any], ranked: list[Candidate]) -> str:
     s = report["summary"]
-    unit = "s" if s["objective"] == "train_time" else "s/sample"
+    unit = "s/epoch" if s["objective"] == "epoch_time" else "s"
     lines = [
         f"# optimize: {s['study']}",
         "",
-        f"- objective: {s['objective']} (median step time x steps of the run)"
-        if s["objective"] == "train_time" else f"- objective: {s['objective']}",
+        f"- objective: {s['objective']} ("
+        + ("median step x steps per epoch at each configuration's global batch)"
+           if s["objective"] == "epoch_time" else "median step x the run's configured steps)"),
         f"- measured {s['measured_of_chosen']} of the {s['budget']} predicted fastest, out of "
         f"{s['configurations']} configurations ({s['budget_fraction']:.0%})",
         f"- pick: **{s['pick']}** (predicted rank {s['pick_predicted_rank']}), measured "

@@ -12,7 +12,7 @@ from archbench.perfmodel.calibration import ComputeLine
 from archbench.perfmodel.fitfile import model_inputs
 from archbench.perfmodel.modelinfo import input_spec, ps_plan, variable_bytes
 from archbench.perfmodel.predictor import ARCHS, StepConfig, default_placement, predict_step
-from archbench.perfmodel.units import format_bandwidth, parse_bandwidth
+from archbench.perfmodel.units import emulated_burst_bytes, format_bandwidth, parse_bandwidth
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,9 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add("--fusion-threshold-mb", type=float, default=64.0)
     add("--compression", default="none", choices=("none", "fp16"))
     add(
-        "--shared-cpu",
+        "--emulated",
         action="store_true",
-        help="all ranks share one machine's cores (an emulated cluster)",
+        help="archbench's emulated cluster: all ranks share this machine's cores, and the "
+        "shaped links let a token-bucket burst through",
     )
     add(
         "--param-bytes",
@@ -109,7 +110,8 @@ def build_config(args: argparse.Namespace) -> StepConfig:
         fusion_threshold_mb=args.fusion_threshold_mb,
         compression=args.compression,
         p2p_schedule=args.p2p_schedule,
-        cpu_sharing_ranks=len(placement.hosts) if args.shared_cpu else 1,
+        cpu_sharing_ranks=len(placement.hosts) if args.emulated else 1,
+        link_burst_bytes=emulated_burst_bytes(args.bandwidth) if args.emulated else 0.0,
     )
 
 

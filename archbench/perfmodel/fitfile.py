@@ -48,7 +48,12 @@ def model_inputs(
     fit_path: str | Path | None, calibration_path: str | Path | None
 ) -> tuple[ModelParams, Calibration]:
     """Parameters (fitted, or the defaults) and calibration (explicit file > the fit's own >
-    defaults)."""
+    defaults).
+
+    An explicit calibration also wins over the fit for what it measured itself: the compute
+    line of each model it timed and the shared-core slow-down (the fit's came from its own
+    study's runs, which may have used other threads or another machine).
+    """
     params = ModelParams()
     calib = load_calibration(calibration_path) if calibration_path else Calibration()
     if fit_path:
@@ -56,4 +61,9 @@ def model_inputs(
         params = ModelParams.from_json(data["params"])
         if not calibration_path and data.get("calibration"):
             calib = Calibration.from_json(data["calibration"])
+        elif calibration_path:
+            for model in calib.compute:
+                params.compute.pop(model, None)
+            if calib.cpu_contention:
+                params.cpu_contention = None
     return params, calib

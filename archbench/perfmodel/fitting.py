@@ -25,13 +25,16 @@ from archbench.perfmodel.records import Observation
 # works on value / scale so that every unknown is of order one.
 ARCH_PARAMETERS = (
     ("alpha_s", 1e-3, 0.0, 200.0, 0.0),
-    ("efficiency", 1.0, 0.5, 20.0, 1.0),
+    # a link cannot be beaten by much (tc tbf only lets a short burst through faster)
+    ("efficiency", 1.0, 0.9, 20.0, 1.0),
     ("gamma_s_per_byte", 1e-9, 0.0, 100.0, 0.0),
     ("overlap", 1.0, 0.0, 1.0, 0.0),
 )
 # Weight of the pull toward the prior of each parameter: small, it only settles what the data
 # cannot tell apart (e.g. efficiency vs gamma when a study has a single bandwidth).
 PRIOR_WEIGHT = 0.02
+# Weight of a microbench compute time (one process alone) against one run's compute time.
+ANCHOR_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,19 @@ def fit_compute(
         # weak pull of the fixed costs toward zero: with one batch size per model they are
         # not identifiable, and per-sample cost is the better guess for other batch sizes
         out.extend(PRIOR_WEIGHT * x[0 : 2 * len(models) : 2])
+        # a model timed alone by microbench anchors the line at one process, so that the
+        # study's runs (all with several processes) can tell the slow-down apart
+        for model, batch, alone_s in anchors:
+            out.append(ANCHOR_WEIGHT * (lines[model].seconds(batch) - alone_s) / alone_s)
         return np.asarray(out)
+
+    anchors = [
+        (model, batch, calib.compute[model].seconds(batch))
+        for model in models
+        if model in calib.compute
+        for batch in sorted({o.config.batch_size for o in with_compute if o.config.model == model})
+        if calib.compute[model].seconds(batch) > 0
+    ]
 
     x = _solve(residuals, start, (lower, upper))
     return unpack(x)
@@ -255,7 +270,9 @@ def describe(obs: Observation) -> str:
     link = "lo" if bits is None else f"{bits / 1e6:g}Mbit"
     extra = ""
     if c.arch == "ps":
-        extra = f" ps={c.num_ps} {'sync' if c.sync else 'async'} {c.ps_sharding}"
+        shared = set(c.placement.ps_hosts) & set(c.placement.worker_hosts)
+        where = "colocated" if shared else "dedicated"
+        extra = f" ps={c.num_ps} {where} {'sync' if c.sync else 'async'} {c.ps_sharding}"
     elif c.arch == "p2p":
         extra = f" {c.p2p_schedule}"
     return f"{c.arch} {c.model} W={c.num_workers} b={c.batch_size} {link}{extra}"

@@ -58,6 +58,9 @@ class Network:
 
     inter: LinkCost
     intra: LinkCost
+    # bytes a link direction lets through at once after being idle (the tc tbf bucket of the
+    # emulated cluster; 0 on real links)
+    burst_bytes: float = 0.0
 
     def beta_between(self, host_a: str, host_b: str) -> float:
         return self.intra.beta_s_per_byte if host_a == host_b else self.inter.beta_s_per_byte
@@ -241,10 +244,14 @@ class Placement:
         return dict(counts)
 
 
-def phase_s(flows: Sequence[tuple[str, str, float]], network: Network) -> float:
+def phase_s(flows: Sequence[tuple[str, str, float]], network: Network, repeats: int = 1) -> float:
     """Time of one communication phase in which all `flows` (src host, dst host, bytes) run
     at once: every host link is full duplex, so the phase lasts as long as the busiest
-    direction of the busiest link; flows within a host go over loopback concurrently."""
+    direction of the busiest link; flows within a host go over loopback concurrently.
+
+    `repeats` back-to-back copies of the phase share one token-bucket burst: a shaped link
+    direction idle since the last step lets `network.burst_bytes` through unthrottled.
+    """
     egress: dict[str, float] = defaultdict(float)
     ingress: dict[str, float] = defaultdict(float)
     loopback: dict[str, float] = defaultdict(float)
@@ -254,8 +261,9 @@ def phase_s(flows: Sequence[tuple[str, str, float]], network: Network) -> float:
         else:
             egress[src] += nbytes
             ingress[dst] += nbytes
-    inter = max([*egress.values(), *ingress.values(), 0.0]) * network.inter.beta_s_per_byte
-    intra = max([*loopback.values(), 0.0]) * network.intra.beta_s_per_byte
+    busiest = max([*egress.values(), *ingress.values(), 0.0]) * repeats
+    inter = max(busiest - network.burst_bytes, 0.0) * network.inter.beta_s_per_byte
+    intra = max([*loopback.values(), 0.0]) * repeats * network.intra.beta_s_per_byte
     return max(inter, intra)
 
 
@@ -278,9 +286,11 @@ def ring_allreduce_placed_s(
         return 0.0
     chunk = message_bytes / w
     ring_edges = [(worker_hosts[i], worker_hosts[(i + 1) % w], chunk) for i in range(w)]
-    step_s = phase_s(ring_edges, network)
+    transfers_s = phase_s(ring_edges, network, repeats=2 * (w - 1))
     alpha = network.inter.alpha_s if _crosses_hosts(worker_hosts) else network.intra.alpha_s
-    return 2 * (w - 1) * (alpha * buffers + step_s) + (w - 1) / w * message_bytes * gamma_s_per_byte
+    return (
+        2 * (w - 1) * alpha * buffers + transfers_s + (w - 1) / w * message_bytes * gamma_s_per_byte
+    )
 
 
 def p2p_exchange_placed_s(
@@ -299,11 +309,11 @@ def p2p_exchange_placed_s(
     flows = [
         (worker_hosts[i], worker_hosts[j], shard) for i in range(w) for j in range(w) if i != j
     ]
-    one_phase = phase_s(flows, network)
+    both_phases = phase_s(flows, network, repeats=2)
     alpha = network.inter.alpha_s if _crosses_hosts(worker_hosts) else network.intra.alpha_s
     return (
         2 * (w - 1) * alpha
-        + contention * 2 * one_phase
+        + contention * both_phases
         + (w - 1) / w * message_bytes * gamma_s_per_byte
     )
 
@@ -364,7 +374,8 @@ def ps_placed(
         own = max(own, phase_s(mine, network) + phase_s(back, network))
     own += 2 * remote_alpha + max(message_bytes_per_ps) * gamma_s_per_byte
     own += 2 * sum(counts) * per_request_s
-    # Demand of one step of every worker on the busiest resource (links, or the server's
-    # time); latency occupies neither.
-    bottleneck = max(links_s, apply_s + serve_s)
+    # Demand of one step of every worker on the busiest resource, latency aside. Without a
+    # barrier one worker's push overlaps another's pull, and links are full duplex, so the
+    # pushes and pulls of a round share one phase (the server's ingress and egress at once).
+    bottleneck = max(phase_s(push + pull, network), apply_s + serve_s)
     return PsComm(sync_comm_s=sync_comm, own_comm_s=own, bottleneck_s=bottleneck)

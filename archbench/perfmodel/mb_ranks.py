@@ -258,7 +258,7 @@ def bench_ps(sizes: list[int], hosts: list[str], budget_s: float) -> list[dict]:
 
 
 def bench_compute(
-    models: list[str], batch_sizes: list[int], dataset: str, steps: int, seed: int
+    models: list[str], batch_sizes: list[int], dataset: str, steps: int, seed: int, threads: int = 0
 ) -> list[dict]:
     """Forward+backward (and update) time of each model per batch size, measured by the same
     probe the training loop uses (SingleTrainer.probe_step).
@@ -280,7 +280,8 @@ def bench_compute(
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD
-    threads = threads_per_process(0, 1)
+    # 0: what a rank alone on its host gets (archbench.train's default)
+    threads = threads_per_process(threads, 1)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     rows: list[dict] = []
@@ -349,11 +350,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-sizes", type=_ints, default=[32])
     parser.add_argument("--dataset", default="fashion_mnist")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--seconds-per-size", type=float, default=0.3)
     parser.add_argument("--result-file", required=True)
     args = parser.parse_args(argv)
     if args.bench == "compute":
-        rows = bench_compute(args.models.split(","), args.batch_sizes, args.dataset, args.steps, 1)
+        rows = bench_compute(
+            args.models.split(","), args.batch_sizes, args.dataset, args.steps, 1, args.threads
+        )
         from archbench.launch import detect_place
 
         if detect_place().rank == 0:

@@ -60,6 +60,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add("--dataset", default="fashion_mnist")
     add("--compute-steps", type=int, default=20, help="timed steps per model and batch size")
     add(
+        "--threads",
+        type=int,
+        default=0,
+        help="TensorFlow threads per process for compute (default 0: as archbench.train picks "
+        "for a rank alone on its host; match the study's `threads`)",
+    )
+    add(
         "--compute-sharing",
         default="1,3",
         help="processes computing at once on the first host (1 = alone; more measures how "
@@ -236,7 +243,8 @@ def plan_jobs(
         for sharing in _positive_ints(args.compute_sharing, "--compute-sharing"):
             scope = "single" if sharing == 1 else f"shared x{sharing}"
             program = ["compute", "--models", args.models, "--batch-sizes", args.batch_sizes,
-                       "--dataset", args.dataset, "--steps", str(args.compute_steps)]  # fmt: skip
+                       "--dataset", args.dataset, "--steps", str(args.compute_steps),
+                       "--threads", str(args.threads)]  # fmt: skip
             jobs.append(("compute", scope, [(first, sharing)], program))
     return jobs
 
@@ -298,6 +306,20 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                 )
 
 
+def shaped_link(hosts: list[str]) -> tuple[str | None, float | None]:
+    """The emulated cluster's link rate when the hosts are its nodes (None on real hosts)."""
+    try:
+        from archbench.cluster.state import current_link
+    except ImportError:
+        return None, None
+    link = current_link(hosts)
+    if not link:
+        return None, None
+    from archbench.perfmodel.units import parse_bandwidth
+
+    return link, parse_bandwidth(link)
+
+
 def run(args: argparse.Namespace) -> int:
     from archbench.record import append_record, environment, new_run_id, now_iso
 
@@ -311,6 +333,8 @@ def run(args: argparse.Namespace) -> int:
         )
     _positive_ints(args.batch_sizes, "--batch-sizes")
     _positive_ints(args.compute_sharing, "--compute-sharing")
+    if args.threads < 0:
+        raise UsageError(f"--threads must be >= 0, got {args.threads}")
     if args.compute_steps < 1 or args.seconds_per_size <= 0 or args.timeout <= 0:
         raise UsageError("--compute-steps, --seconds-per-size and --timeout must be positive")
     if "compute" in benches:
@@ -321,6 +345,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and out.is_dir():
         raise UsageError(f"--out {out} is a folder; give a .jsonl file")
+    link, link_bits = shaped_link([name for name, _ in hosts])
     python = sys.executable
     run_id = new_run_id()
     started = now_iso()
@@ -344,6 +369,8 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 rank_hosts = [h for h, n in blocks for _ in range(n)][: row.get("ranks", 1)]
                 row.update(scope=scope, hosts=rank_hosts, launcher="mpirun")
+                if scope == "inter" and link_bits:
+                    row["link"], row["link_bits"] = link, link_bits
                 rows.append(row)
             print(
                 f"[microbench]   done in {time.perf_counter() - begin:.1f}s",
@@ -382,6 +409,10 @@ def run(args: argparse.Namespace) -> int:
             },
         )
     print_table(rows)
+    if calib.link_efficiency > 1.0:
+        print(
+            f"\nbetween hosts the ping-pong reached 1/{calib.link_efficiency:.2f} of the {link} links"
+        )
     if calib.cpu_contention:
         print(
             f"\ncompute slows down by {calib.cpu_contention:.2f}x per extra process on the same cores"

@@ -84,12 +84,17 @@ def variable_bytes_for(record: dict[str, Any]) -> tuple[float, ...] | None:
         return None
 
 
+def train_size(config: dict[str, Any]) -> int | None:
+    """Training samples of the configured data set (None when only loading it would tell)."""
+    dataset = str(config.get("dataset") or "fashion_mnist")
+    if dataset == "synthetic":
+        return int(config.get("synthetic_samples") or 2048)
+    return DATASET_TRAIN_SIZES.get(dataset)
+
+
 def steps_per_epoch(config: dict[str, Any], workers: int) -> int | None:
     """Steps of one epoch under the sync semantics (train size // global batch)."""
-    dataset = str(config.get("dataset") or "fashion_mnist")
-    size = DATASET_TRAIN_SIZES.get(dataset)
-    if dataset == "synthetic":
-        size = int(config.get("synthetic_samples") or 0) or None
+    size = train_size(config)
     batch = int(config.get("batch_size") or 0)
     if not size or not batch:
         return None

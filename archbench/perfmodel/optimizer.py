@@ -17,9 +17,12 @@ from archbench.perfmodel import formulas as F
 from archbench.perfmodel.calibration import Calibration, is_finite_positive
 from archbench.perfmodel.modelinfo import input_spec, ps_plan, steps_per_epoch, variable_bytes
 from archbench.perfmodel.predictor import ModelParams, StepConfig, predict_step
-from archbench.perfmodel.units import parse_bandwidth
+from archbench.perfmodel.units import emulated_burst_bytes, parse_bandwidth
 
-OBJECTIVES = ("train_time", "time_per_sample")
+# epoch_time: seconds to train one epoch of the data set (median step x steps per epoch at
+# this configuration's global batch) - comparable across worker counts and batch sizes;
+# run_time: median step x the steps the run is configured for.
+OBJECTIVES = ("epoch_time", "run_time")
 
 
 @dataclass
@@ -30,7 +33,8 @@ class Candidate:
     config: dict[str, Any]  # the sweep's configuration (seed of the first repetition)
     run_ids: list[str]
     step_config: StepConfig
-    steps: int
+    steps: int  # as configured
+    epoch_samples: int  # training samples in one epoch of its data set
     predicted_step_s: float = math.nan
     predicted: float = math.nan  # the objective, seconds
     measured: float | None = None  # the objective from the records, seconds
@@ -88,6 +92,7 @@ def step_config_for(
         compression=str(config.get("compression", "none")),
         p2p_schedule=str(config.get("p2p_schedule", "staggered")),
         cpu_sharing_ranks=sharing,
+        link_burst_bytes=emulated_burst_bytes(bandwidth) if shared_machine else 0.0,
     )
 
 
@@ -99,10 +104,12 @@ def planned_steps(config: dict[str, Any], workers: int) -> int:
     return int(config.get("epochs") or 1) * per_epoch
 
 
-def objective(step_s: float, steps: int, step_config: StepConfig, name: str) -> float:
-    if name == "train_time":
-        return step_s * steps
-    return step_s / (step_config.num_workers * step_config.batch_size)
+def objective(
+    step_s: float, candidate_steps: int, config: StepConfig, epoch_samples: int, name: str
+) -> float:
+    if name == "run_time":
+        return step_s * candidate_steps
+    return step_s * epoch_samples / (config.num_workers * config.batch_size)
 
 
 def predict_candidates(

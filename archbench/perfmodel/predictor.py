@@ -78,6 +78,7 @@ class StepConfig:
     compression: str = "none"
     p2p_schedule: str = "staggered"
     cpu_sharing_ranks: int = 1  # processes sharing this worker's cores (itself included)
+    link_burst_bytes: float = 0.0  # the emulated links' token bucket (0 on real links)
 
     @property
     def num_workers(self) -> int:
@@ -110,6 +111,13 @@ class StepPrediction:
         return asdict(self)
 
 
+def cpu_slowdown(config: StepConfig, params: ModelParams, calib: Calibration) -> float:
+    """How much slower host work runs when `cpu_sharing_ranks` processes share the cores."""
+    sharing = max(config.cpu_sharing_ranks, 1)
+    kappa = calib.cpu_contention if params.cpu_contention is None else params.cpu_contention
+    return 1.0 + kappa * (sharing - 1)
+
+
 def compute_seconds(config: StepConfig, params: ModelParams, calib: Calibration) -> float:
     line = params.compute.get(config.model) or calib.compute.get(config.model)
     if line is None:
@@ -117,9 +125,7 @@ def compute_seconds(config: StepConfig, params: ModelParams, calib: Calibration)
             f"no compute time known for model {config.model!r}: run `archbench microbench` "
             "with it or fit on a study that trained it"
         )
-    sharing = max(config.cpu_sharing_ranks, 1)
-    kappa = calib.cpu_contention if params.cpu_contention is None else params.cpu_contention
-    return line.seconds(config.batch_size) * (1.0 + kappa * (sharing - 1))
+    return line.seconds(config.batch_size) * cpu_slowdown(config, params, calib)
 
 
 def _network(
@@ -134,6 +140,7 @@ def _network(
         intra=F.LinkCost(
             calib.intra.alpha_s + extra, calib.intra.beta_s_per_byte * arch.efficiency
         ),
+        burst_bytes=config.link_burst_bytes if config.bandwidth_bits else 0.0,
     )
 
 
@@ -161,7 +168,16 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
     if config.arch not in ARCHS:
         raise UsageError(f"unknown architecture {config.arch!r} (choose from {', '.join(ARCHS)})")
     compute = compute_seconds(config, params, calib)
-    arch = params.for_key(config.key)
+    fitted = params.for_key(config.key)
+    # software overhead and per-byte host work are CPU work too: they slow down with the
+    # processes sharing the cores, like compute (the links do not)
+    slowdown = cpu_slowdown(config, params, calib)
+    arch = ArchParams(
+        alpha_s=fitted.alpha_s * slowdown,
+        efficiency=fitted.efficiency,
+        gamma_s_per_byte=fitted.gamma_s_per_byte * slowdown,
+        overlap=fitted.overlap,
+    )
     network = _network(config, arch, calib, overhead_per_message=config.arch != "ps")
     workers = config.placement.worker_hosts
     message = float(config.param_bytes)

@@ -13,7 +13,7 @@ from archbench.perfmodel import formulas as F
 from archbench.perfmodel.calibration import is_finite_positive, read_jsonl
 from archbench.perfmodel.modelinfo import variable_bytes_for
 from archbench.perfmodel.predictor import StepConfig
-from archbench.perfmodel.units import link_bandwidth_bits
+from archbench.perfmodel.units import emulated_burst_bytes, link_bandwidth_bits
 
 PS_ROLES = frozenset({"ps", "server", "parameter_server"})
 
@@ -146,6 +146,7 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         compression=str(config.get("compression") or "none"),
         p2p_schedule=str(config.get("p2p_schedule") or "staggered"),
         cpu_sharing_ranks=cpu_sharing_ranks(record, placement),
+        link_burst_bytes=emulated_burst_bytes(_get(record, "cluster.link")),
     )
     compute = _get(record, "timing.compute_s_median")
     comm = _get(record, "timing.comm_s_median")
@@ -161,16 +162,25 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
 
 
 def study_records(study_dir: str | Path) -> list[dict[str, Any]]:
-    """Every run record under a study folder (results*.jsonl at any depth, report/ excluded)."""
+    """The run records of a study folder: the sweep's results.jsonl (one record per run),
+    else every .jsonl under it (report/ and the sweep's per-run folders excluded). A run id
+    seen twice keeps its last record."""
     folder = Path(study_dir)
     if not folder.is_dir():
         raise UsageError(f"study folder {folder} does not exist")
-    records: list[dict[str, Any]] = []
-    for path in sorted(folder.rglob("*.jsonl")):
-        if "report" in path.relative_to(folder).parts:
-            continue
-        records.extend(r for r in read_jsonl(path) if isinstance(r, dict))
-    return records
+    paths = [folder / "results.jsonl"]
+    if not paths[0].is_file():
+        paths = [
+            path
+            for path in sorted(folder.rglob("*.jsonl"))
+            if not {"report", "runs"} & set(path.relative_to(folder).parts[:-1])
+        ]
+    by_run: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        for record in read_jsonl(path):
+            if isinstance(record, dict):
+                by_run[str(record.get("run_id", len(by_run)))] = record
+    return list(by_run.values())
 
 
 def study_observations(study_dir: str | Path) -> list[Observation]:

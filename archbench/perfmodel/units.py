@@ -80,3 +80,17 @@ def format_bandwidth(bits_per_s: float | None) -> str:
         if bits_per_s >= scale:
             return f"{bits_per_s / scale:g} {unit}"
     return f"{bits_per_s:g} bit/s"
+
+
+def emulated_burst_bytes(link: str | None) -> float:
+    """The tc tbf bucket of the emulated cluster's links at this rate (0 when unknown)."""
+    if not link:
+        return 0.0
+    try:
+        from archbench.cluster.network import tbf_burst_bytes
+    except ImportError:
+        return 0.0
+    try:
+        return float(tbf_burst_bytes(str(link)))
+    except Exception:  # noqa: BLE001 - a rate the cluster module cannot read has no bucket
+        return 0.0
