@@ -143,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def register(subparsers) -> None:
+    _block_stop_signals()
     parser = subparsers.add_parser(
         "train",
         help="one training run (same as python -m archbench.train)",
@@ -314,7 +315,15 @@ def _link_of(hosts: list[str]) -> str | None:
         return None
 
 
+def _block_stop_signals() -> None:
+    """Blocks the stop signals before the argument parser imports numpy: OpenBLAS starts its
+    thread pool on import, and a thread that leaves them unblocked would take SIGTERM and die of
+    it instead of letting the watcher thread write the failed record."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
+
+
 def main(argv: list[str] | None = None) -> int:
+    _block_stop_signals()
     args = build_parser().parse_args(argv)
     return run(args)
 
