@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 
 from archbench.errors import RunFailed
 from archbench.ps.cluster_spec import ClusterLayout, Task, unreachable
 
-SERVE_POLL_S = 2.0
+SERVE_POLL_S = 0.25  # how soon a server notices the last worker is done
+LIVENESS_EVERY_S = 2.0  # how often a waiting task checks that its peers are still there
 
 
 def session_config(tf, threads: int, timeout_s: float, device_filters: list[str] | None):
@@ -130,48 +132,53 @@ def explain_failure(
     return RunFailed(f"{doing} failed: {kind}: {first_line(exc)}")
 
 
-def wait_patiently(
+def take_when_there(
     tf,
     session,
-    fetch,
+    queue_ops: tuple,
     watch,
     layout: ClusterLayout,
     doing: str,
     timeout_s: float,
-    poll_s: float = SERVE_POLL_S,
+    poll_s: float = 0.1,
 ):
-    """Runs `fetch` (a blocking dequeue) for as long as it takes, as long as the tasks that
-    `watch()` names still accept connections; fails naming the first that vanished."""
-    options = tf.compat.v1.RunOptions(timeout_in_ms=int(poll_s * 1000))
-    while True:
-        try:
-            return session.run(fetch, options=options)
-        except tf.errors.DeadlineExceededError:
-            gone = unreachable(list(watch()), timeout=1.0)
-            if gone:
-                names = "; ".join(task.describe() for task in gone)
-                raise RunFailed(f"{names} exited while {doing}") from None
-        except tf.errors.OpError as exc:
-            raise explain_failure(tf, exc, layout, doing, timeout_s) from None
+    """One item from a queue (ops: size, dequeue), however long it takes to arrive, as long as
+    the tasks that `watch()` names still accept connections; fails naming the first that left.
+
+    The queue is polled with `size` and dequeued only once an item is there: a dequeue given
+    up by a timeout could take the item and lose it on the way back.
+    """
+    size, dequeue = queue_ops
+    next_check = time.monotonic() + LIVENESS_EVERY_S
+    try:
+        while session.run(size) == 0:
+            if time.monotonic() >= next_check:
+                gone = unreachable(list(watch()), timeout=1.0)
+                if gone:
+                    names = "; ".join(task.describe() for task in gone)
+                    raise RunFailed(f"{names} exited while {doing}")
+                next_check = time.monotonic() + LIVENESS_EVERY_S
+            time.sleep(poll_s)
+        return session.run(dequeue)
+    except tf.errors.OpError as exc:
+        raise explain_failure(tf, exc, layout, doing, timeout_s) from None
 
 
-def serve_until_released(
-    tf, session, dequeue, layout: ClusterLayout, timeout_s: float, poll_s: float = SERVE_POLL_S
-) -> list[int]:
+def serve_until_released(tf, session, queue_ops: tuple, layout: ClusterLayout, timeout_s: float):
     """Blocks until every worker has reported done; returns the order in which they did."""
     waiting = {task.index: task for task in layout.worker_tasks()}
     finished: list[int] = []
     while waiting:
         worker = int(
-            wait_patiently(
+            take_when_there(
                 tf,
                 session,
-                dequeue,
+                queue_ops,
                 waiting.values,
                 layout,
                 f"{layout.me.describe()} waited for the workers to finish",
                 timeout_s,
-                poll_s,
+                poll_s=SERVE_POLL_S,
             )
         )
         waiting.pop(worker, None)
@@ -183,7 +190,8 @@ class GrpcAllgather:
     """allgather of small Python objects over the tasks' own gRPC servers (no MPI needed).
 
     Round r: every task puts (rank, pickled value) into a queue hosted by every task, then takes
-    N items from the queue it hosts. Used when the cluster comes from TF_CONFIG.
+    N items from the queue it hosts, waiting as long as the tasks it has not heard from are
+    alive (the chief may be evaluating). Used when the cluster comes from TF_CONFIG.
     """
 
     def __init__(self, tf, layout: ClusterLayout, target: str, threads: int, timeout_s: float):
@@ -198,7 +206,7 @@ class GrpcAllgather:
         tf = self.tf
         self.round += 1
         tasks: list[Task] = self.layout.tasks
-        size = len(tasks)
+        me = self.layout.rank
         graph = tf.Graph()
         with graph.as_default():
             payload = tf.compat.v1.placeholder(tf.string, ())
@@ -207,26 +215,37 @@ class GrpcAllgather:
                 with tf.device(task.device):
                     queues.append(
                         tf.queue.FIFOQueue(
-                            size,
+                            len(tasks),
                             [tf.string],
                             shapes=[[]],
                             shared_name=f"archbench_allgather_{self.round}",
                         )
                     )
-            ready = tf.group(*[queue.size() for queue in queues])  # touches every task
+            touch_all = tf.group(*[queue.size() for queue in queues])
             send = tf.group(*[queue.enqueue(payload) for queue in queues])
-            with tf.control_dependencies([send]):
-                receive = queues[self.layout.rank].dequeue_many(size)
-        blob = pickle.dumps((self.layout.rank, value))
+            inbox = (queues[me].size(), queues[me].dequeue())
         doing = f"exchanging results between the tasks (round {self.round})"
         session = open_session(
-            tf, self.target, graph, self.config, ready, self.layout, doing, self.timeout_s
+            tf, self.target, graph, self.config, touch_all, self.layout, doing, self.timeout_s
         )
+        values: dict[int, object] = {}
         try:
-            received = session.run(receive, feed_dict={payload: blob})
+            session.run(send, feed_dict={payload: pickle.dumps((me, value))})
+            while len(values) < len(tasks):
+                item = take_when_there(
+                    tf,
+                    session,
+                    inbox,
+                    lambda: [t for t in tasks if t.rank not in values and t.rank != me],
+                    self.layout,
+                    doing,
+                    self.timeout_s,
+                    poll_s=0.05,
+                )
+                rank, received = pickle.loads(item)
+                values[rank] = received
         except tf.errors.OpError as exc:
             raise explain_failure(tf, exc, self.layout, doing, self.timeout_s) from None
         finally:
             session.close()
-        values = dict(pickle.loads(item) for item in received)
-        return [values[rank] for rank in range(size)]
+        return [values[rank] for rank in range(len(tasks))]

@@ -14,6 +14,7 @@ gRPC dequeue, not spinning in MPI) exactly when the last worker has finished.
 from __future__ import annotations
 
 import pickle
+import sys
 import time
 from collections import Counter
 
@@ -26,6 +27,7 @@ from archbench.ps.cluster_spec import (
     layout_from_tf_config,
     layout_over_mpi,
     role_of_rank,
+    unreachable,
     wait_until_listening,
 )
 from archbench.ps.graph import WorkerGraph, build_worker_graph, done_queue, initial_feed
@@ -36,7 +38,7 @@ from archbench.ps.lifecycle import (
     serve_until_released,
     session_config,
     start_server,
-    wait_patiently,
+    take_when_there,
 )
 from archbench.ps.sharding import ShardPlan
 from archbench.trainers.base import Trainer
@@ -63,6 +65,7 @@ class PSTrainer(Trainer):
         self._reports: list[dict] = []
         self._serve_facts: dict = {}
         self._setup_s: float | None = None
+        self._waited_for_chief = False
 
     # --- roles -------------------------------------------------------------------------------
     @property
@@ -97,6 +100,13 @@ class PSTrainer(Trainer):
         threads = threads_per_process(self.config.threads, self.place.local_size)
         self.layout = self._discover_layout()
         self.server = start_server(tf, self.layout, threads)
+        # No session may be opened before every server listens: a gRPC channel that once found
+        # a port closed backs off, and a later transfer over it fails ("failed to connect").
+        wait_until_listening(
+            [task for task in self.layout.tasks if task.rank != self.rank],
+            self.timeout_s,
+            f"{self.layout.me.describe()} waited for the other tasks",
+        )
         if self.layout.source == "tf_config":
             self._grpc_allgather = GrpcAllgather(
                 tf, self.layout, self.server.target, threads, self.timeout_s
@@ -122,7 +132,9 @@ class PSTrainer(Trainer):
             self._mpi = MPI.COMM_WORLD
             if self._mpi.Get_size() != self.world_size:
                 raise RunFailed(
-                    f"MPI sees {self._mpi.Get_size()} processes, the launcher said {self.world_size}"
+                    f"MPI sees {self._mpi.Get_size()} process(es) but {self.place.launcher} "
+                    f"started {self.world_size}: start --arch ps with mpirun, or describe the "
+                    "cluster with TF_CONFIG"
                 )
             layout = layout_over_mpi(self._mpi.allgather, self.rank, self.num_ps)
         else:
@@ -142,15 +154,14 @@ class PSTrainer(Trainer):
         graph = tf.Graph()
         with graph.as_default():
             queue = done_queue(tf, me.index, capacity=self.num_workers)
-            self._done = queue.dequeue()
-            pending = queue.size()
+            self._done = (queue.size(), queue.dequeue())
         graph.finalize()
         self.session = open_session(
             tf,
             self.server.target,
             graph,
             session_config(tf, threads, self.timeout_s, [me.device]),
-            pending,
+            self._done[0],
             self.layout,
             f"starting {me.describe()}",
             self.timeout_s,
@@ -181,11 +192,6 @@ class PSTrainer(Trainer):
         # layer classes to graph mode while a model is built in a tf.Graph, which leaves models
         # built earlier unusable eagerly.
         self.model = build_model(config.model, data.input_shape, data.num_classes, config.seed)
-        wait_until_listening(
-            self.layout.ps_tasks(),
-            self.timeout_s,
-            f"{self.layout.me.describe()} waited for the parameter servers",
-        )
         self.session = open_session(
             tf,
             self.server.target,
@@ -239,8 +245,8 @@ class PSTrainer(Trainer):
     def train_step(self, x, y) -> float:
         graph = self.graph
         ops = graph.fused
-        loss, _, update_step, pulled_step = self._run(
-            [graph.loss, ops.run, ops.update_step, ops.pulled_step],
+        loss, update_step, pulled_step = self._exchange(
+            [graph.loss, ops.update_step, ops.pulled_step, ops.run],
             f"training step {self._steps}",
             self._feed(x, y),
         )
@@ -254,14 +260,54 @@ class PSTrainer(Trainer):
         start = time.perf_counter()
         loss = self._run(graph.compute_into_buffers, f"training step {self._steps}", feed)
         computed = time.perf_counter()
-        _, update_step, pulled_step = self._run(
-            [ops.run, ops.update_step, ops.pulled_step],
+        _, update_step, pulled_step = self._exchange(
+            [ops.run, ops.update_step, ops.pulled_step, ops.run],
             f"training step {self._steps} (push, update, pull)",
             {graph.local_step: self._steps},
         )
         done = time.perf_counter()
         self._account(update_step, pulled_step)
         return float(loss), computed - start, done - computed
+
+    def _exchange(self, fetches: list, doing: str, feed: dict) -> tuple:
+        """Runs a step's exchange: fetches = [first, update_step, pulled_step, op] ->
+        (first, update_step, pulled_step).
+
+        A synchronous non-chief worker waits in its step for the chief's token; when the chief is
+        busy for longer than --ps-timeout (evaluating a large test set), the run gives up although
+        nothing is wrong. Then, if every task still answers, the worker waits on for the token
+        (its gradient is already in) as long as the chief and the servers are alive.
+        """
+        tf = self.tf
+        try:
+            return tuple(self.session.run(fetches, feed_dict=feed)[:3])
+        except tf.errors.OpError as exc:
+            late = self.graph.late_token
+            others = [task for task in self.layout.tasks if task.rank != self.rank]
+            timed_out = isinstance(exc, tf.errors.DeadlineExceededError)
+            if not timed_out or late is None or unreachable(others, timeout=0.5):
+                raise explain_failure(tf, exc, self.layout, doing, self.timeout_s) from None
+        if not self._waited_for_chief:
+            self._waited_for_chief = True
+            print(
+                f"archbench: {self.layout.me.describe()} waited more than --ps-timeout "
+                f"{self.timeout_s:g} s for the chief at step {self._steps}; the chief and the "
+                "servers still answer, so it waits on (said once)",
+                file=sys.stderr,
+                flush=True,
+            )
+        watched = [*self.layout.ps_tasks(), self.layout.worker_tasks()[0]]
+        update_step = take_when_there(
+            tf,
+            self.session,
+            late,
+            lambda: watched,
+            self.layout,
+            f"{doing}: waiting for the chief's update",
+            self.timeout_s,
+        )
+        _, pulled_step = self._run([self.graph.pull, self.graph.pulled_step], doing)
+        return float("nan"), update_step, pulled_step
 
     def weights(self) -> list[np.ndarray]:
         """The parameters as the servers hold them now."""
@@ -293,7 +339,7 @@ class PSTrainer(Trainer):
             self._reports = [mine]
             others = {task.index: task for task in self.layout.worker_tasks()[1:]}
             for _ in range(self.num_workers - 1):
-                blob = wait_patiently(
+                blob = take_when_there(
                     self.tf,
                     self.session,
                     graph.take_report,
@@ -360,6 +406,8 @@ class PSTrainer(Trainer):
             "controller": "grpc",
             "ps": {
                 "mode": "sync" if self.config.sync else "async",
+                # lr of one server-side update: async applies each worker's gradient at lr / W
+                "update_lr": self.config.lr if self.config.sync else self.config.lr / workers,
                 "cluster_spec": {**self.layout.tf_cluster(), "source": self.layout.source},
                 "sharding": self.plan.summary(),
                 "bytes_held_per_server": held,
