@@ -4,7 +4,8 @@ Two runs of 2 servers + 2 workers (`mpirun -np 4 --num-ps 2`), one per sharding 
 - synchronous with balanced sharding must end with the parameters and loss of `single` with
   the global batch (the sync semantics), with the mlp's first kernel cut across both servers;
 - asynchronous with round-robin sharding must apply every worker's update (global step =
-  workers x steps) and record the staleness it saw and the imbalance of the placement.
+  workers x steps), keep momentum on the workers, and record the staleness it saw and the
+  imbalance of the placement.
 """
 
 from __future__ import annotations
@@ -68,12 +69,13 @@ def test_sync_with_balanced_sharding_matches_single(tmp_path):
     held = facts["bytes_held_per_server"]
     assert max(held) <= 1.2 * min(held), held
     assert sum(held) == ps["model_stats"]["param_bytes"]
-    assert facts["sharding"]["partitioned_variables"] == ["dense/kernel:0"]
+    assert facts["sharding"]["partitioned_variables"] == ["hidden/kernel:0"]
     # exactly one aggregated update per step, and nobody ever computed on stale parameters
     assert facts["global_step"] == STEPS
     assert facts["steps_per_worker"] == {"0": STEPS, "1": STEPS}
     assert facts["staleness"]["max"] == 0 and facts["staleness"]["updates"] == 2 * STEPS
     assert facts["bytes_served_per_server_per_step"] == [2 * b for b in held]
+    assert facts["momentum_on"] == "servers" and facts["optimizer_bytes_per_server"] == held
     assert ps["comm"]["bytes_sent_per_step"] == ps["model_stats"]["param_bytes"]
     timing = ps["timing"]
     assert timing["compute_s_median"] > 0 and timing["comm_s_median"] > 0
@@ -94,6 +96,8 @@ def test_async_with_round_robin_applies_every_update_and_records_staleness(tmp_p
     assert ps["config"]["sync"] == "async" and ps["config"]["ps_sharding"] == "round-robin"
     facts = ps["comm"]["ps"]
     assert facts["global_step"] == 2 * steps  # every worker's every update was applied
+    assert facts["momentum_on"] == "workers" and facts["update_lr"] == 0.05 / 2
+    assert facts["optimizer_bytes_per_server"] == [0, 0]
     staleness = facts["staleness"]
     assert staleness["updates"] == 2 * steps
     assert sum(staleness["histogram"].values()) == 2 * steps

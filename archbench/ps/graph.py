@@ -2,34 +2,34 @@
 
 Where things live:
 - on the parameter servers (`/job:ps/task:k`): the master copy of every parameter, cut into the
-  shards of the `ShardPlan`, the optimizer's momentum next to each shard, and, when synchronous,
-  one `ConditionalAccumulator` per shard plus the queues that pace the workers;
+  shards of the `ShardPlan`; when synchronous also the momentum next to each shard, one
+  `ConditionalAccumulator` per shard and the queues that pace the workers;
 - on each worker (`/job:worker/task:i`): a Keras copy of the model (read-only between pulls) on
-  which forward and backward passes run.
+  which forward and backward passes run; when asynchronous also the worker's own momentum.
 
-One step, in one `session.run`: compute gradients on the local copy -> push each gradient slice
-to the server holding that shard -> the server-side update -> pull the fresh shards into the local
-copy. So pull and push each move the model's bytes once per step, and the probe can time compute
+One step, in one `session.run`: compute gradients on the local copy -> push one slice per shard
+to the server holding it -> the server-side update -> pull the fresh shards into the local copy.
+So push and pull each move the model's bytes once per step, and the probe can time compute
 (phase 1) apart from push + update + pull (phase 2).
 
 Synchronous (the sync semantics): each shard's accumulator averages exactly W gradients of the
 same step; the chief takes the average, applies momentum SGD on the servers, bumps the global
 step and hands one token to each other worker's own queue. A worker pulls only after it holds
-its token, so every worker starts every step from the same parameters.
+its token, so every worker starts every step from the same parameters. The update is Keras
+SGD's, op for op (v = -g*lr + v*m; var += v): TF's `ApplyMomentum` (accum = m*accum + g;
+var -= lr*accum) is the same update for a constant lr but rounds differently, enough to move a
+50-step run's test loss by ~2e-4 relative; with Keras's arithmetic a synchronous run matches
+`single` to float32 summation order.
 
-Asynchronous (Downpour): each worker applies its own gradient on the servers as soon as it has
-it (no barrier; each shard's update is one locked read-modify-write) and bumps the global step;
-staleness = how many other updates landed between the worker's last pull and its update. Each
-gradient is applied with lr / W, so that W asynchronous updates move the parameters as far as
-one synchronous step (lr times the average of W gradients) and an epoch is comparable across
-modes; with the full lr, W workers apply W times the step per epoch, on stale parameters, and
-momentum SGD tuned for the synchronous step overshoots (mlp, 1 epoch, 2 workers, lr 0.05,
-momentum 0.9: test accuracy 0.64 at lr, 0.81 at lr / 2).
-
-Momentum SGD runs on the servers as Keras SGD writes it (v = -g*lr + v*m; var += v). TF's
-`ApplyMomentum` (accum = m*accum + g; var -= lr*accum) is the same update for a constant learning
-rate but rounds differently, enough to move a 50-step run's test loss by ~2e-4 relative; with
-Keras's own arithmetic a synchronous run matches `single` to float32 summation order.
+Asynchronous (Downpour): each worker pushes its update as soon as it has it, no barrier; the
+server adds it to the shard in one locked read-modify-write and the global step counts updates.
+Staleness = how many other updates landed between the worker's last pull and its own update.
+Each worker keeps its own momentum, v_i = -g_i*(lr/W) + v_i*m, and pushes v_i. The sum over
+workers is then exactly synchronous momentum SGD on the average gradient, so the modes differ
+only by staleness and an epoch is comparable across them. Measured on mlp, 1 epoch, 2 workers,
+lr 0.05, momentum 0.9 (sync: 0.834 test accuracy): one shared momentum on the servers applied
+at the full lr reaches 0.64 (W times the step per epoch, on stale parameters); at lr/W 0.80-0.815
+(the shared momentum decays W times per round); momentum per worker 0.825-0.834.
 """
 
 from __future__ import annotations
@@ -155,7 +155,8 @@ def build_worker_graph(
             global_step = tf.Variable(tf.constant(0, tf.int64), trainable=False, name=GLOBAL_STEP)
             ready = tf.Variable(tf.constant(False), trainable=False, name=READY_FLAG)
         init_feeds: dict = {}
-        shard_vars: list[list] = []  # per variable: (shard, var, momentum slot, accumulator)
+        # per variable: (shard, var, momentum slot or None, accumulator or None)
+        shard_vars: list[list] = []
         for index, info in enumerate(plan.variables):
             per_variable = []
             for number, shard in enumerate(plan.shards_of(index)):
@@ -168,13 +169,13 @@ def build_worker_graph(
                     master = tf.Variable(
                         initial, trainable=False, name=f"archbench_ps/v{index}/s{number}"
                     )
-                    slot = tf.Variable(
-                        tf.zeros(shape, dtype),
-                        trainable=False,
-                        name=f"archbench_ps/v{index}/s{number}/momentum",
-                    )
-                    accumulator = None
+                    slot = accumulator = None
                     if sync:
+                        slot = tf.Variable(
+                            tf.zeros(shape, dtype),
+                            trainable=False,
+                            name=f"archbench_ps/v{index}/s{number}/momentum",
+                        )
                         accumulator = tf.compat.v1.ConditionalAccumulator(
                             dtype,
                             shape=shape,
@@ -188,6 +189,7 @@ def build_worker_graph(
             for per_variable in shard_vars
             for (_, master, slot, _) in per_variable
             for variable in (master, slot)
+            if variable is not None
         ]
         init_servers = tf.group(global_step.initializer, *server_initializers, name="init_servers")
         mark_ready = ready.assign(True)
@@ -205,8 +207,22 @@ def build_worker_graph(
                         name=f"token_queue_{worker}",
                     )
 
+        if not sync:
+            # asynchronous: each worker's own momentum (see the module's docstring)
+            with tf.device(worker_device):
+                velocities = [
+                    tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"velocity_{i}")
+                    for i, v in enumerate(model.trainable_variables)
+                ]
+
         def exchange(gradients: list) -> ExchangeOps:
             pushes, applies = [], []
+            if not sync:
+                with tf.device(worker_device):
+                    gradients = [
+                        _momentum_step(tf, velocity, g, lr / num_workers, momentum)
+                        for velocity, g in zip(velocities, gradients)
+                    ]
             for index, per_variable in enumerate(shard_vars):
                 gradient = gradients[index]
                 if len(per_variable) > 1:
@@ -224,11 +240,7 @@ def build_worker_graph(
                                     _apply_momentum(tf, master, slot, average, lr, momentum)
                                 )
                         else:
-                            applies.append(
-                                _apply_momentum_atomic(
-                                    tf, master, slot, piece, lr / num_workers, momentum
-                                )
-                            )
+                            applies.append(_add_atomic(tf, master, piece))
             with tf.device("/job:ps/task:0"):
                 if sync and is_chief:
                     with tf.control_dependencies(pushes + applies):
@@ -261,7 +273,7 @@ def build_worker_graph(
                     token_queues[worker_index].dequeue(),
                 )
 
-        local_variables = [*model.variables, *buffers]
+        local_variables = [*model.variables, *buffers, *([] if sync else velocities)]
         init_local = tf.group(*[v.initializer for v in local_variables], name="init_local")
         shard_values = [
             [master.read_value() for (_, master, _, _) in per_variable]
@@ -312,30 +324,28 @@ def build_worker_graph(
     )
 
 
-def _apply_momentum(tf, master, slot, gradient, lr: float, momentum: float):
-    """Keras SGD's update, op for op (v = -g*lr + v*m; var += v), so that a synchronous run
-    rounds exactly as `single` does (TF's ApplyMomentum is the same update, rounded otherwise)."""
-    velocity = slot.assign(
-        -gradient * tf.constant(lr, master.dtype)
-        + slot.read_value() * tf.constant(momentum, master.dtype)
+def _momentum_step(tf, velocity, gradient, lr: float, momentum: float):
+    """Keras SGD's velocity update, op for op: v = -g*lr + v*m (returns the new v)."""
+    return velocity.assign(
+        -gradient * tf.constant(lr, velocity.dtype)
+        + velocity.read_value() * tf.constant(momentum, velocity.dtype)
     )
-    return master.assign_add(velocity, read_value=False)
 
 
-def _apply_momentum_atomic(tf, master, slot, gradient, lr: float, momentum: float):
-    """One gradient applied as one locked read-modify-write of the shard and its momentum.
+def _apply_momentum(tf, master, slot, gradient, lr: float, momentum: float):
+    """Keras SGD's update (v = -g*lr + v*m; var += v), so that a synchronous run rounds exactly
+    as `single` does (TF's ApplyMomentum is the same update, rounded otherwise)."""
+    return master.assign_add(_momentum_step(tf, slot, gradient, lr, momentum), read_value=False)
 
-    Asynchronous updates from several workers meet on the same shard; separate read and write
-    ops would let two of them both fold in the same momentum and lose one gradient's velocity.
-    """
-    return tf.raw_ops.ResourceApplyMomentum(
+
+def _add_atomic(tf, master, update):
+    """var += update as one locked read-modify-write: concurrent asynchronous updates of the same
+    shard all land (none overwrites another)."""
+    return tf.raw_ops.ResourceApplyGradientDescent(
         var=master.handle,
-        accum=slot.handle,
-        lr=tf.constant(lr, master.dtype),
-        grad=gradient,
-        momentum=tf.constant(momentum, master.dtype),
+        alpha=tf.constant(-1.0, master.dtype),
+        delta=update,
         use_locking=True,
-        use_nesterov=False,
     )
 
 

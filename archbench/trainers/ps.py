@@ -406,12 +406,14 @@ class PSTrainer(Trainer):
             "controller": "grpc",
             "ps": {
                 "mode": "sync" if self.config.sync else "async",
-                # lr of one server-side update: async applies each worker's gradient at lr / W
+                # sync: momentum on the servers at lr on the average gradient; async: each worker's
+                # own momentum at lr / W (their sum is the synchronous update)
+                "momentum_on": "servers" if self.config.sync else "workers",
                 "update_lr": self.config.lr if self.config.sync else self.config.lr / workers,
                 "cluster_spec": {**self.layout.tf_cluster(), "source": self.layout.source},
                 "sharding": self.plan.summary(),
                 "bytes_held_per_server": held,
-                "optimizer_bytes_per_server": held,  # one momentum slot per parameter
+                "optimizer_bytes_per_server": held if self.config.sync else [0] * len(held),
                 "bytes_served_per_server_per_step": [workers * b for b in held],
                 "bytes_received_per_server_per_step": [workers * b for b in held],
                 "bytes_pushed_per_worker_per_step": self.plan.total_bytes,
