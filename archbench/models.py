@@ -74,45 +74,50 @@ def _resnet20(tf, inputs, num_classes: int):
 
 
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed: int):
-    """The Keras model `name`, initialised from `seed` (the same on every rank). Outputs logits."""
+    """The Keras model `name`, initialised from `seed` (the same on every rank). Outputs logits.
+
+    Layers are named, so variable names (which parameter servers shard by) do not depend on how
+    many models the process built before."""
     import tensorflow as tf
 
     tf.keras.utils.set_random_seed(seed)
     layers = tf.keras.layers
     inputs = tf.keras.Input(shape=input_shape)
     if name == "mlp":
-        x = layers.Flatten()(inputs)
-        x = layers.Dense(128, activation="relu")(x)
-        outputs = layers.Dense(num_classes)(x)
+        x = layers.Flatten(name="flatten")(inputs)
+        x = layers.Dense(128, activation="relu", name="hidden")(x)
+        outputs = layers.Dense(num_classes, name="logits")(x)
     elif name == "wide_mlp":
         # Tens of millions of parameters and little compute per byte: communication dominates.
-        x = layers.Flatten()(inputs)
-        x = layers.Dense(WIDE_MLP_UNITS, activation="relu")(x)
-        x = layers.Dense(WIDE_MLP_UNITS, activation="relu")(x)
-        outputs = layers.Dense(num_classes)(x)
+        x = layers.Flatten(name="flatten")(inputs)
+        x = layers.Dense(WIDE_MLP_UNITS, activation="relu", name="hidden1")(x)
+        x = layers.Dense(WIDE_MLP_UNITS, activation="relu", name="hidden2")(x)
+        outputs = layers.Dense(num_classes, name="logits")(x)
     elif name == "cnn":
         if len(input_shape) != 3:
             raise UsageError(
                 f"cnn needs image inputs (height x width x channels), got shape {input_shape}"
             )
-        x = layers.Conv2D(32, 3, activation="relu")(inputs)
-        x = layers.MaxPooling2D()(x)
-        x = layers.Conv2D(64, 3, activation="relu")(x)
-        x = layers.MaxPooling2D()(x)
-        x = layers.Flatten()(x)
-        x = layers.Dense(128, activation="relu")(x)
-        outputs = layers.Dense(num_classes)(x)
+        x = layers.Conv2D(32, 3, activation="relu", name="conv1")(inputs)
+        x = layers.MaxPooling2D(name="pool1")(x)
+        x = layers.Conv2D(64, 3, activation="relu", name="conv2")(x)
+        x = layers.MaxPooling2D(name="pool2")(x)
+        x = layers.Flatten(name="flatten")(x)
+        x = layers.Dense(128, activation="relu", name="hidden")(x)
+        outputs = layers.Dense(num_classes, name="logits")(x)
     elif name == "resnet20":
         if len(input_shape) != 3:
             raise UsageError(f"resnet20 needs image inputs, got shape {input_shape}")
         outputs = _resnet20(tf, inputs, num_classes)
     elif name == "charlm":
         # Embedding lookups give sparse (IndexedSlices) gradients: only the rows of seen characters.
-        x = layers.Embedding(num_classes, 64)(inputs)
-        x = layers.Conv1D(128, 5, padding="causal", activation="relu")(x)
-        x = layers.Conv1D(128, 5, padding="causal", dilation_rate=2, activation="relu")(x)
-        x = layers.GlobalAveragePooling1D()(x)
-        outputs = layers.Dense(num_classes)(x)
+        x = layers.Embedding(num_classes, 64, name="embedding")(inputs)
+        x = layers.Conv1D(128, 5, padding="causal", activation="relu", name="conv1")(x)
+        x = layers.Conv1D(
+            128, 5, padding="causal", dilation_rate=2, activation="relu", name="conv2"
+        )(x)
+        x = layers.GlobalAveragePooling1D(name="pool")(x)
+        outputs = layers.Dense(num_classes, name="logits")(x)
     elif name in KERAS_APPLICATIONS:
         constructor = getattr(tf.keras.applications, KERAS_APPLICATIONS[name])
         try:
