@@ -44,6 +44,19 @@ class Calibration:
     cpu_contention: float = 0.0
     # shaped rate / rate the between-host ping-pong achieved (>= 1), when it ran on shaped links
     link_efficiency: float = 1.0
+    # ring allreduce (Horovod) over n hosts: seconds per bus byte beyond the link's own
+    # (reduction, copies, progress threads), from microbench's largest message at each n
+    ring_host_beta: dict[int, float] = field(default_factory=dict)
+
+    def ring_host_beta_for(self, ranks_sharing: int) -> float:
+        """The measured host cost at the nearest ring size not above `ranks_sharing` (the
+        smallest measured when every rank has its own cores)."""
+        if not self.ring_host_beta:
+            return 0.0
+        sizes = sorted(self.ring_host_beta)
+        fitting = [n for n in sizes if n <= ranks_sharing]
+        return self.ring_host_beta[fitting[-1] if fitting else sizes[0]]
+
     source: str = "defaults"
 
     def inter_for(self, bandwidth_bits: float | None) -> LinkCost:
@@ -64,6 +77,7 @@ class Calibration:
             "compute": {name: asdict(line) for name, line in self.compute.items()},
             "cpu_contention": self.cpu_contention,
             "link_efficiency": self.link_efficiency,
+            "ring_host_beta": {str(n): b for n, b in self.ring_host_beta.items()},
             "source": self.source,
         }
 
@@ -75,6 +89,9 @@ class Calibration:
             compute={k: ComputeLine(**v) for k, v in (data.get("compute") or {}).items()},
             cpu_contention=float(data.get("cpu_contention") or 0.0),
             link_efficiency=float(data.get("link_efficiency") or 1.0),
+            ring_host_beta={
+                int(n): float(b) for n, b in (data.get("ring_host_beta") or {}).items()
+            },
             source=data.get("source", "json"),
         )
 
@@ -132,6 +149,7 @@ def calibration_from_records(records: Iterable[dict[str, Any]], source: str) -> 
     shaped: list[tuple[float, float, float]] = []  # size, one-way s, link bits/s
     compute: dict[str, list[tuple[int, float]]] = defaultdict(list)
     shared: list[tuple[str, int, int, float]] = []  # model, batch, processes, seconds
+    rings: dict[int, tuple[float, float, float]] = {}  # ranks -> largest (size, busbw, link)
     for rec in records:
         if rec.get("kind") != "microbench":
             continue
@@ -140,6 +158,10 @@ def calibration_from_records(records: Iterable[dict[str, Any]], source: str) -> 
             pt2pt[rec.get("scope", "intra")].append((rec["size_bytes"], rec["one_way_s"]))
             if rec.get("scope") == "inter" and rec.get("link_bits"):
                 shaped.append((rec["size_bytes"], rec["one_way_s"], float(rec["link_bits"])))
+        elif bench == "allreduce_horovod" and rec.get("scope") == "inter" and rec.get("link_bits"):
+            ranks = int(rec["ranks"])
+            if ranks not in rings or rec["size_bytes"] >= rings[ranks][0]:
+                rings[ranks] = (rec["size_bytes"], rec["busbw_Bps"], float(rec["link_bits"]))
         elif bench == "compute" and rec.get("compute_s_median"):
             sharing = int(rec.get("sharing") or 1)
             if sharing == 1:
@@ -160,6 +182,9 @@ def calibration_from_records(records: Iterable[dict[str, Any]], source: str) -> 
         batches, times = zip(*rows, strict=True)
         calib.compute[model] = fit_compute_line(batches, times)
     calib.cpu_contention = contention_from(compute, shared)
+    for ranks, (_size, busbw, bits) in rings.items():
+        link_beta = calib.link_efficiency * 8.0 / bits
+        calib.ring_host_beta[ranks] = max(1.0 / busbw - link_beta, 0.0)
     return calib
 
 

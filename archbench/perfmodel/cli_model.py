@@ -224,18 +224,20 @@ def _row_json(row: Scored) -> dict[str, Any]:
         "measured_s": row.measured_s, "predicted_s": row.predicted_s,
         "predicted_compute_s": row.predicted_compute_s, "predicted_exposed_comm_s": row.predicted_comm_s,
         "error_pct": row.error * 100, "runs": row.runs,
+        "repeat_spread_pct": None if row.spread is None else row.spread * 100,
     }  # fmt: skip
 
 
 def validation_table(rows: list[Scored], summary: dict[str, dict[str, Any]]) -> str:
     lines = [
-        "| architecture | held-out configurations | MAPE | worst | worst configuration |",
-        "| --- | ---: | ---: | ---: | --- |",
+        "| architecture | held-out configurations | MAPE | worst | repetitions disagree by | worst configuration |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for name, s in summary.items():
+        spread = "" if s.get("repeat_spread_pct") is None else f"{s['repeat_spread_pct']:.1f}%"
         lines.append(
             f"| {name} | {s['configurations']} | {s['mape_pct']:.1f}% | "
-            f"{s['worst_pct']:.1f}% | {s['worst_config']} |"
+            f"{s['worst_pct']:.1f}% | {spread} | {s['worst_config']} |"
         )
     lines += [
         "",

@@ -258,6 +258,7 @@ class Scored:
     predicted_compute_s: float
     predicted_comm_s: float
     runs: int
+    spread: float | None = None  # (slowest - fastest) / median over its repetitions
 
     @property
     def error(self) -> float:
@@ -298,25 +299,37 @@ def score(
                 predicted_compute_s=pred.compute_s,
                 predicted_comm_s=pred.exposed_comm_s,
                 runs=len(members),
+                spread=_spread([o.step_s for o in members]),
             )
         )
     return rows
 
 
+def _spread(values: Sequence[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    return (max(values) - min(values)) / float(median(values))
+
+
 def error_summary(rows: Sequence[Scored]) -> dict[str, dict[str, float]]:
-    """MAPE and worst absolute percentage error per architecture, and over all."""
+    """MAPE and worst absolute percentage error per architecture, per architecture and
+    model ("ps / mlp"), and over all."""
     groups: dict[str, list[Scored]] = defaultdict(list)
     for row in rows:
         groups[row.arch].append(row)
+        groups[f"{row.arch} / {row.model}"].append(row)
         groups["all"].append(row)
     summary = {}
     for name, members in sorted(groups.items()):
         errors = [abs(r.error) * 100 for r in members]
         worst = max(members, key=lambda r: abs(r.error))
+        spreads = [r.spread * 100 for r in members if r.spread is not None]
         summary[name] = {
             "configurations": len(members),
             "mape_pct": float(np.mean(errors)),
             "worst_pct": float(max(errors)),
             "worst_config": worst.label,
+            # how far repetitions of one configuration disagree: the floor under any model
+            "repeat_spread_pct": float(np.mean(spreads)) if spreads else None,
         }
     return summary

@@ -229,9 +229,12 @@ def plan_jobs(
         if inter:
             jobs.append(("mpi", "inter", inter, ["mpi", *common]))
     if "horovod" in benches:
-        jobs.append(
-            ("horovod", "inter" if inter else "intra", inter or intra, ["horovod", *common])
-        )
+        if inter:
+            # every ring size the hosts allow: on shared cores the per-byte cost grows with it
+            for ranks in range(2, len(inter) + 1):
+                jobs.append(("horovod", "inter", inter[:ranks], ["horovod", *common]))
+        else:
+            jobs.append(("horovod", "intra", intra, ["horovod", *common]))
     if "ps" in benches:
         jobs.append(("ps", "intra", intra, ["ps", *common, "--hosts", f"{first},{first}"]))
         if inter:
@@ -262,8 +265,8 @@ def _human_bytes(n: float) -> str:
 def print_table(rows: list[dict[str, Any]]) -> None:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
-        groups.setdefault((row["bench"], row.get("scope", "")), []).append(row)
-    for (bench, scope), members in groups.items():
+        groups.setdefault((row["bench"], row.get("scope", ""), row.get("ranks")), []).append(row)
+    for (bench, scope, _ranks), members in groups.items():
         hosts = members[0].get("hosts")
         print(f"\n{bench} ({scope}; ranks on {','.join(hosts) if hosts else '?'})")
         if bench == "pt2pt":

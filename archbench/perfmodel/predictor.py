@@ -192,6 +192,11 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
         buffers = F.fusion_buffers(wire, threshold)
         comm = F.ring_allreduce_placed_s(wire, workers, network, arch.gamma_s_per_byte, buffers)
+        # the host cost per bus byte that microbench measured for a ring this size
+        host_beta = calib.ring_host_beta_for(config.cpu_sharing_ranks) if workers else 0.0
+        if host_beta and len(set(workers)) > 1:
+            comm += 2 * (len(workers) - 1) / len(workers) * wire * host_beta
+            terms["ring_host_s"] = 2 * (len(workers) - 1) / len(workers) * wire * host_beta
         terms["fusion_buffers"] = buffers
         exposed = F.exposed_comm_s(comm, compute, arch.overlap)
         step = compute + exposed
