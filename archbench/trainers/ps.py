@@ -276,7 +276,9 @@ class PSTrainer(Trainer):
         A synchronous non-chief worker waits in its step for the chief's token; when the chief is
         busy for longer than --ps-timeout (evaluating a large test set), the run gives up although
         nothing is wrong. Then, if every task still answers, the worker waits on for the token
-        (its gradient is already in) as long as the chief and the servers are alive.
+        (its gradient is already in) as long as the chief and the servers are alive. A push or
+        pull that alone outlasts --ps-timeout still fails the run (on the chief too): the
+        timeout must exceed one step's communication.
         """
         tf = self.tf
         try:
