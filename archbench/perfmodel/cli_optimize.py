@@ -137,6 +137,11 @@ def run(args: argparse.Namespace) -> int:
         f"study {spec.name}: {total} configurations on {target.describe()}; measuring the "
         f"{budget} predicted fastest ({budget / total:.0%})"
     )
+    for cand in chosen:
+        print(
+            f"  #{cand.predicted_rank} {cand.label()}: predicted {cand.predicted:.4g} "
+            f"({cand.predicted_step_s * 1e3:.1f} ms/step)"
+        )
     if not args.no_measure:
         _measure(spec, args.cluster, {run_id for c in chosen for run_id in c.run_ids})
     records = study_records(spec.results_dir) if spec.results_dir.is_dir() else []

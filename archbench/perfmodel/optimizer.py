@@ -119,7 +119,7 @@ def predict_candidates(
     for cand in candidates:
         cand.predicted_step_s = predict_step(cand.step_config, params, calib).step_s
         cand.predicted = objective(
-            cand.predicted_step_s, cand.steps, cand.step_config, objective_name
+            cand.predicted_step_s, cand.steps, cand.step_config, cand.epoch_samples, objective_name
         )
     ranked = sorted(candidates, key=lambda c: (c.predicted, c.key))
     for rank, cand in enumerate(ranked, start=1):
@@ -143,7 +143,11 @@ def attach_measurements(
         if steps:
             cand.measured_step_s = float(statistics.median(steps))
             cand.measured = objective(
-                cand.measured_step_s, cand.steps, cand.step_config, objective_name
+                cand.measured_step_s,
+                cand.steps,
+                cand.step_config,
+                cand.epoch_samples,
+                objective_name,
             )
 
 
