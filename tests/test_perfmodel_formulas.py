@@ -123,6 +123,8 @@ def test_placement_changes_which_link_is_loaded() -> None:
     assert busy.sync_comm_s == pytest.approx(2 * ALPHA + 1.2e-3 + 1.2e-3)
     # alone, a worker still issues 2 * (3 + 1) requests: 8e-4
     assert busy.own_comm_s == pytest.approx(2 * ALPHA + 8e-4 + 8e-4)
+    # asynchronous rounds: requests of different workers are served concurrently
+    assert busy.bottleneck_s == pytest.approx(6e-4)
 
 
 def test_alpha_beta_fit_recovers_a_line() -> None:

@@ -377,5 +377,7 @@ def ps_placed(
     # Demand of one step of every worker on the busiest resource, latency aside. Without a
     # barrier one worker's push overlaps another's pull, and links are full duplex, so the
     # pushes and pulls of a round share one phase (the server's ingress and egress at once).
-    bottleneck = max(phase_s(push + pull, network), apply_s + serve_s)
+    # The server answers different workers' requests on concurrent threads, so only applying
+    # the gradients (gamma) occupies it; per-request overhead stays on each worker's own cycle.
+    bottleneck = max(phase_s(push + pull, network), apply_s)
     return PsComm(sync_comm_s=sync_comm, own_comm_s=own, bottleneck_s=bottleneck)
