@@ -130,6 +130,8 @@ def _mca_lines() -> list[str]:
         "# Open MPI traffic stays on the emulated clusters' subnet while one is up.",
         f"btl_tcp_if_include = {ALL_CLUSTER_SUBNETS}",
         f"oob_tcp_if_include = {ALL_CLUSTER_SUBNETS}",
+        "# The nodes share this machine's cores: a rank waiting on MPI yields instead of spinning.",
+        "mpi_yield_when_idle = 1",
     ]
 
 
