@@ -34,6 +34,7 @@ from archbench.perfmodel.fitting import (
     split_where,
 )
 from archbench.perfmodel.records import Observation, study_observations
+from archbench.perfmodel.units import positive_ints
 
 VALIDATION_NAME = "perfmodel_validation"
 WHATIF_NAME = "perfmodel_whatif"
@@ -255,23 +256,11 @@ def validation_table(rows: list[Scored], summary: dict[str, dict[str, Any]]) -> 
 # --------------------------------------------------------------------------- what-if
 
 
-def _int_list(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UsageError(
-            f"{flag} must be a comma-separated list of integers, got {text!r}"
-        ) from None
-    if not values or any(v < 1 for v in values):
-        raise UsageError(f"{flag} must list positive integers, got {text!r}")
-    return values
-
-
 def run_whatif(args: argparse.Namespace) -> int:
     from archbench.perfmodel.units import parse_bandwidth
     from archbench.perfmodel.whatif import whatif_curves
 
-    workers = _int_list(args.workers, "--workers")
+    workers = positive_ints(args.workers, "--workers")
     bandwidths = [b.strip() for b in args.bandwidths.split(",") if b.strip()]
     for bandwidth in bandwidths:
         parse_bandwidth(bandwidth)

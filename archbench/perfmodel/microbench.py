@@ -27,6 +27,7 @@ from typing import Any
 
 from archbench.errors import RunFailed, UsageError
 from archbench.perfmodel.calibration import calibration_from_records
+from archbench.perfmodel.units import positive_ints
 
 SCHEMA = "archbench.microbench/1"
 BENCHES = ("pt2pt", "allreduce", "horovod", "ps", "compute")
@@ -131,18 +132,6 @@ def resolve_hosts(args: argparse.Namespace) -> list[tuple[str, int]]:
     return [("localhost", max(os.cpu_count() or 2, 2))]
 
 
-def _positive_ints(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UsageError(
-            f"{flag} must be a comma-separated list of integers, got {text!r}"
-        ) from None
-    if not values or any(v < 1 for v in values):
-        raise UsageError(f"{flag} must list positive integers, got {text!r}")
-    return values
-
-
 # --------------------------------------------------------------------------- launching
 
 
@@ -243,7 +232,7 @@ def plan_jobs(
                 ("ps", "inter", pair, ["ps", *common, "--hosts", f"{pair[0][0]},{pair[1][0]}"])
             )
     if "compute" in benches:
-        for sharing in _positive_ints(args.compute_sharing, "--compute-sharing"):
+        for sharing in positive_ints(args.compute_sharing, "--compute-sharing"):
             scope = "single" if sharing == 1 else f"shared x{sharing}"
             program = ["compute", "--models", args.models, "--batch-sizes", args.batch_sizes,
                        "--dataset", args.dataset, "--steps", str(args.compute_steps),
@@ -334,8 +323,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"unknown bench {', '.join(sorted(unknown)) or '(none)'} (choose from {', '.join(BENCHES)})"
         )
-    _positive_ints(args.batch_sizes, "--batch-sizes")
-    _positive_ints(args.compute_sharing, "--compute-sharing")
+    positive_ints(args.batch_sizes, "--batch-sizes")
+    positive_ints(args.compute_sharing, "--compute-sharing")
     if args.threads < 0:
         raise UsageError(f"--threads must be >= 0, got {args.threads}")
     if args.compute_steps < 1 or args.seconds_per_size <= 0 or args.timeout <= 0:

@@ -1,4 +1,4 @@
-"""Parsing of link bandwidths as users and `tc` write them."""
+"""Parsing of link bandwidths as users and `tc` write them, and of number lists from flags."""
 
 from __future__ import annotations
 
@@ -94,3 +94,16 @@ def emulated_burst_bytes(link: str | None) -> float:
         return float(tbf_burst_bytes(str(link)))
     except Exception:  # noqa: BLE001 - a rate the cluster module cannot read has no bucket
         return 0.0
+
+
+def positive_ints(text: str, flag: str) -> list[int]:
+    """A comma-separated list of positive integers from a command-line flag."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(
+            f"{flag} must be a comma-separated list of integers, got {text!r}"
+        ) from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{flag} must list positive integers, got {text!r}")
+    return values
