@@ -19,6 +19,7 @@ plus applying the update.
 
 from __future__ import annotations
 
+import sys
 import time
 from abc import ABC, abstractmethod
 
@@ -69,6 +70,21 @@ class Trainer(ABC):
     def roles(self) -> list[str]:
         """Role of every rank, in rank order."""
         return ["chief" if r == 0 else "worker" for r in range(self.world_size)]
+
+    def check_world(self, engine: str, rank: int, size: int) -> None:
+        """The engine must see the job the launcher described; a lone process says it is alone."""
+        if size != self.place.size or rank != self.place.rank:
+            raise RuntimeError(
+                f"{engine} sees rank {rank}/{size}, the launcher said "
+                f"{self.place.rank}/{self.place.size}"
+            )
+        if self.place.launcher == "none" and self.place.rank == 0:
+            print(
+                f"archbench: --arch {self.arch} started without mpirun or horovodrun: "
+                "running as 1 worker",
+                file=sys.stderr,
+                flush=True,
+            )
 
     # --- life cycle --------------------------------------------------------------------------
     @abstractmethod

@@ -19,7 +19,6 @@ ranks hold identical parameters after every step (checked at the end of the run)
 
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np
@@ -50,17 +49,7 @@ class P2PTrainer(Trainer):
         from archbench.models import build_model
 
         self.comm = MPI.COMM_WORLD
-        if self.comm.Get_size() != self.place.size or self.comm.Get_rank() != self.place.rank:
-            raise RuntimeError(
-                f"MPI sees rank {self.comm.Get_rank()}/{self.comm.Get_size()}, the launcher said "
-                f"{self.place.rank}/{self.place.size}"
-            )
-        if self.place.launcher == "none" and self.place.rank == 0:
-            print(
-                "archbench: --arch p2p started without mpirun or horovodrun: running as 1 worker",
-                file=sys.stderr,
-                flush=True,
-            )
+        self.check_world("MPI", self.comm.Get_rank(), self.comm.Get_size())
         self.model = build_model(
             self.config.model, self.data.input_shape, self.data.num_classes, self.config.seed
         )

@@ -9,7 +9,6 @@ exchange on its own.
 from __future__ import annotations
 
 import os
-import sys
 
 from archbench.trainers.base import KerasTrainer
 
@@ -27,17 +26,7 @@ class RingTrainer(KerasTrainer):
 
         self.hvd = hvd
         hvd.init()
-        if hvd.size() != self.place.size or hvd.rank() != self.place.rank:
-            raise RuntimeError(
-                f"Horovod sees rank {hvd.rank()}/{hvd.size()}, the launcher said "
-                f"{self.place.rank}/{self.place.size}"
-            )
-        if self.place.launcher == "none" and self.place.rank == 0:
-            print(
-                "archbench: --arch ring started without horovodrun or mpirun: running as 1 worker",
-                file=sys.stderr,
-                flush=True,
-            )
+        self.check_world("Horovod", hvd.rank(), hvd.size())
         self.compression = (
             hvd.Compression.fp16 if self.config.compression == "fp16" else hvd.Compression.none
         )
