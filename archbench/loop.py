@@ -98,7 +98,7 @@ def run_training(
         point = {
             "epoch": epoch,
             "step": step,
-            "train_s": round(result.train_s, 6),
+            "train_s": result.train_s,
             "loss": float(np.mean(epoch_losses)) if epoch_losses else None,
             "test_loss": loss,
             "test_accuracy": accuracy,
