@@ -166,12 +166,9 @@ def run(args: argparse.Namespace) -> int:
         "--warmup",
         str(args.warmup),
     ]
-    env = dict(
-        os.environ,
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        TF_CPP_MIN_LOG_LEVEL="2",
-    )
+    from archbench.launch import root_mpi_env
+
+    env = {**os.environ, **root_mpi_env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
     print("running: " + " ".join(command), flush=True)
     output = subprocess.run(command, env=env, capture_output=True, text=True)
     lines = [line for line in output.stdout.splitlines() if "RESULT " in line]

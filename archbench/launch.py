@@ -179,3 +179,10 @@ def hostfile_of(argv: list[str] | None) -> str | None:
         if arg.startswith("--hostfile="):
             return arg.split("=", 1)[1]
     return None
+
+
+def root_mpi_env() -> dict[str, str]:
+    """Open MPI refuses to run as root without these."""
+    if os.geteuid() != 0:
+        return {}
+    return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}

@@ -10,22 +10,9 @@ from pathlib import Path
 
 import pytest
 from cluster_fixture import emulated_cluster  # noqa: F401  (session-wide emulated cluster)
+from cluster_fixture import launcher_env as launch_env  # what users have after activating
 
 REPO = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
-
-
-def launch_env(**extra: str) -> dict[str, str]:
-    """The environment a user has after `source .venv/bin/activate` (as root)."""
-    env = dict(os.environ)
-    env.update(
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        TF_CPP_MIN_LOG_LEVEL="2",
-        PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
-    )
-    env.update(extra)
-    return env
 
 
 def launcher_prefix(launcher: str | None, np: int) -> list[str]:

@@ -136,7 +136,7 @@ def resolve_hosts(args: argparse.Namespace) -> list[tuple[str, int]]:
 
 
 def _mpi_env() -> dict[str, str]:
-    from archbench.sweep.commands import root_mpi_env
+    from archbench.launch import root_mpi_env
 
     env = dict(os.environ)
     env.update(root_mpi_env())

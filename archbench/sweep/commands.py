@@ -13,7 +13,6 @@ servers and the rest are workers (archbench.train's convention), so:
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -197,10 +196,3 @@ def shell_line(argv: list[str], env: dict[str, str] | None = None) -> str:
     """The command as one line a person can paste into a shell."""
     prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in (env or {}).items())
     return (prefix + " " if prefix else "") + shlex.join(argv)
-
-
-def root_mpi_env() -> dict[str, str]:
-    """Open MPI refuses to run as root without these."""
-    if os.geteuid() != 0:
-        return {}
-    return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}

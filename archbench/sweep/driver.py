@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from archbench.launch import root_mpi_env
 from archbench.record import now_iso
 from archbench.sweep import records
 from archbench.sweep.commands import (
     default_python,
     hostfile_text,
     launch_argv,
-    root_mpi_env,
     shell_line,
     train_argv,
 )
