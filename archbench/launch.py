@@ -94,15 +94,20 @@ def _tf_config_place(hostname: str) -> ProcessPlace | None:
     )
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a launcher or cgroup can
+    narrow), not merely the cores the machine has."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity call on this platform
+        return os.cpu_count() or 1
+
+
 def threads_per_process(requested: int, local_size: int) -> int:
     """Split this host's cores between the ranks on it, so ranks do not fight for cores."""
     if requested > 0:
         return requested
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, cores // max(1, local_size))
+    return max(1, usable_cores() // max(1, local_size))
 
 
 LAUNCHER_NAMES = ("mpirun", "mpiexec", "orterun", "horovodrun", "srun", "prun")

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import uuid
 
+from archbench.launch import usable_cores
+
 SCHEMA = "archbench.run/1"
 
 # The contract (README, "Run record"): keys every record carries; more may be added, none renamed.
@@ -69,9 +71,12 @@ REQUIRED_KEYS = {
         "mpi4py",
         "numpy",
         "cpu",
+        "cores",
         "gpu",
         "archbench",
         "git_commit",
+        "load_avg_start",
+        "load_avg_end",
     ),
     "model_stats": ("params", "param_bytes"),
     "timing": (
@@ -202,6 +207,16 @@ def git_commit() -> str | None:
     return output.stdout.strip() or None
 
 
+def load_average() -> float | None:
+    """This host's 1-minute load average: processes running or waiting for a core, averaged over
+    about the last minute (so it lags, and it counts the run's own processes); None where the
+    system does not report it."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
 def environment(gpus: list[str] | None = None) -> dict:
     """Versions and hardware: what a reader needs to reproduce or discount a number."""
     import archbench
@@ -214,10 +229,28 @@ def environment(gpus: list[str] | None = None) -> dict:
         "mpi4py": _package_version("mpi4py"),
         "numpy": _package_version("numpy"),
         "cpu": cpu_model(),
+        "cores": usable_cores(),
         "gpu": gpus or [],
         "archbench": archbench.__version__,
         "git_commit": git_commit(),
         "platform": platform.platform(),
         "hostname": platform.node(),
         "command": " ".join(sys.argv),
+    }
+
+
+def run_environment(
+    env: dict,
+    load_avg_start: float | None,
+    load_avg_end: float | None,
+    gpus: list[str] | None = None,
+) -> dict:
+    """A training run's `env`: `environment()` plus the machine load at the start and at the end
+    of training, so that a run measured on a busy machine can be recognised (load above
+    `cores`)."""
+    return {
+        **env,
+        **({"gpu": gpus} if gpus is not None else {}),
+        "load_avg_start": load_avg_start,
+        "load_avg_end": load_avg_end,
     }

@@ -23,7 +23,15 @@ from archbench.launch import (
     launcher_command,
     threads_per_process,
 )
-from archbench.record import SCHEMA, append_record, environment, new_run_id, now_iso
+from archbench.record import (
+    SCHEMA,
+    append_record,
+    environment,
+    load_average,
+    new_run_id,
+    now_iso,
+    run_environment,
+)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -55,6 +63,8 @@ class RunState:
         self.started_at = now_iso()
         self.start_time = time.time()
         self.env: dict | None = None
+        self.load_avg_start: float | None = None  # read when training starts
+        self.load_avg_end: float | None = None  # read when training ends
         self.trainer = None
         self.cluster: dict | None = None
         self.model_stats: dict | None = None
@@ -85,6 +95,13 @@ class RunState:
             "link": None,
         }
 
+    def record_env(self, gpus: list[str] | None = None) -> dict:
+        """The record's `env`; a run that fails before training ends reads its end load now."""
+        if self.env is None:
+            return {}
+        end = self.load_avg_end if self.load_avg_end is not None else load_average()
+        return run_environment(self.env, self.load_avg_start, end, gpus)
+
     def write(self, record: dict) -> None:
         with self.lock:
             if self.record_written or not self.config.out:
@@ -104,7 +121,7 @@ class RunState:
             "finished_at": now_iso(),
             "config": self.config.as_record(self.place.size, workers),
             "cluster": cluster,
-            "env": self.env or {},
+            "env": self.record_env(),
             "model_stats": self.model_stats or {},
             "timing": {"wall_s": time.time() - self.start_time},
             "comm": {},
@@ -241,7 +258,9 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
 
     loop_result = None
     if trainer.is_worker:
+        state.load_avg_start = load_average()
         loop_result = run_training(config, trainer, data, log=log)
+        state.load_avg_end = load_average()
     else:
         trainer.serve()
     digests = trainer.allgather_object(loop_result.param_digest if loop_result else None)
@@ -272,7 +291,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         "finished_at": now_iso(),
         "config": record_config,
         "cluster": cluster,
-        "env": {**state.env, "gpu": _gpus(tf)},
+        "env": state.record_env(gpus=_gpus(tf)),
         "model_stats": state.model_stats,
         "timing": timing,
         "comm": comm,

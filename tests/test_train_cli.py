@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from archbench.record import missing_keys
@@ -78,6 +80,12 @@ def test_single_run_writes_a_complete_record(train, tmp_path):
     assert record["result"]["test_accuracy"] > 0.5
     assert record["result"]["time_to_target_s"] is not None
     assert "epoch 0 step 60/60" in proc.stdout
+    # The machine's load around training: a plain process inherits this process's cores.
+    env = record["env"]
+    assert env["cores"] == len(os.sched_getaffinity(0))
+    for key in ("load_avg_start", "load_avg_end"):
+        load = env[key]
+        assert isinstance(load, float) and 0.0 <= load < 50 * os.cpu_count(), (key, load)
 
 
 def test_ring_as_a_plain_process_runs_as_one_worker(train, tmp_path):
