@@ -6,7 +6,12 @@ import pytest
 
 from archbench.errors import UsageError
 from archbench.perfmodel import formulas as F
-from archbench.perfmodel.calibration import Calibration, ComputeLine, fit_alpha_beta
+from archbench.perfmodel.calibration import (
+    Calibration,
+    ComputeLine,
+    fit_alpha_beta,
+    ring_link_factor,
+)
 from archbench.perfmodel.predictor import (
     ArchParams,
     ModelParams,
@@ -201,3 +206,30 @@ def test_unknown_inputs_are_usage_errors() -> None:
     )
     with pytest.raises(UsageError):
         predict_step(config, ModelParams(), _calib())
+
+
+def test_ring_link_factor_is_the_large_message_slope_over_the_link() -> None:
+    """Worked by hand: 3 ranks on 1 Gbit/s links (8 ns/B); 1 MB takes 30 ms and 4 MB 140 ms.
+    Slope 110 ms / 3 MB = 36.67 ns per message byte; a ring of 3 puts 4/3 bus bytes on each
+    link per message byte, so 27.5 ns per bus byte = 3.4375 x the link's 8 ns."""
+    by_size = {1e6: (0.030, 1e9), 4e6: (0.140, 1e9)}
+    assert ring_link_factor(3, by_size, 1.0) == pytest.approx(3.4375)
+    # a collective faster than the link is not believed: at least 1
+    assert ring_link_factor(2, {1e6: (0.001, 1e9), 4e6: (0.002, 1e9)}, 1.0) == 1.0
+    # one size: the plain ratio (8 ms for 1 MB over 2 ranks = 8 ns/B = the link)
+    assert ring_link_factor(2, {1e6: (0.008, 1e9)}, 1.0) == pytest.approx(1.0)
+    assert ring_link_factor(1, by_size, 1.0) is None
+
+
+def test_ring_link_factor_stretches_only_the_ring_link_term() -> None:
+    placement = default_placement("ring", 2, 0, "dedicated", None)
+    config = StepConfig(
+        arch="ring", model="m", batch_size=32, param_bytes=1e8, placement=placement,
+        bandwidth_bits=1e9, cpu_sharing_ranks=2,
+    )  # fmt: skip
+    plain = Calibration(compute={"m": ComputeLine(0.0, 0.0)})
+    stretched = Calibration(compute={"m": ComputeLine(0.0, 0.0)}, ring_link_factor={2: 2.0})
+    base = predict_step(config, ModelParams(), plain).comm_s
+    # 2 workers: 1e8 bytes over 8 ns/B = 0.8 s of link time (+ two tiny latencies)
+    assert base == pytest.approx(0.8, rel=1e-3)
+    assert predict_step(config, ModelParams(), stretched).comm_s == pytest.approx(1.6, rel=1e-3)

@@ -44,18 +44,21 @@ class Calibration:
     cpu_contention: float = 0.0
     # shaped rate / rate the between-host ping-pong achieved (>= 1), when it ran on shaped links
     link_efficiency: float = 1.0
-    # ring allreduce (Horovod) over n hosts: seconds per bus byte beyond the link's own
-    # (reduction, copies, progress threads), from microbench's largest message at each n
-    ring_host_beta: dict[int, float] = field(default_factory=dict)
+    # ring allreduce (Horovod) over n hosts: time per bus byte over the shaped link's own
+    # (>= 1), from the slope between microbench's two largest messages at each n. It stretches
+    # the link term rather than adding a fixed host cost: the collective Open MPI picks for n
+    # ranks, and ranks sharing cores, move more than 2(n-1)/n bytes per link, so the extra
+    # time grows with the link's time per byte.
+    ring_link_factor: dict[int, float] = field(default_factory=dict)
 
-    def ring_host_beta_for(self, ranks_sharing: int) -> float:
-        """The measured host cost at the nearest ring size not above `ranks_sharing` (the
-        smallest measured when every rank has its own cores)."""
-        if not self.ring_host_beta:
-            return 0.0
-        sizes = sorted(self.ring_host_beta)
+    def ring_link_factor_for(self, ranks_sharing: int) -> float:
+        """The measured stretch at the nearest ring size not above `ranks_sharing` (the
+        smallest measured when every rank has its own cores); 1 when none was measured."""
+        if not self.ring_link_factor:
+            return 1.0
+        sizes = sorted(self.ring_link_factor)
         fitting = [n for n in sizes if n <= ranks_sharing]
-        return self.ring_host_beta[fitting[-1] if fitting else sizes[0]]
+        return self.ring_link_factor[fitting[-1] if fitting else sizes[0]]
 
     source: str = "defaults"
 
@@ -77,7 +80,7 @@ class Calibration:
             "compute": {name: asdict(line) for name, line in self.compute.items()},
             "cpu_contention": self.cpu_contention,
             "link_efficiency": self.link_efficiency,
-            "ring_host_beta": {str(n): b for n, b in self.ring_host_beta.items()},
+            "ring_link_factor": {str(n): f for n, f in self.ring_link_factor.items()},
             "source": self.source,
         }
 
@@ -89,8 +92,8 @@ class Calibration:
             compute={k: ComputeLine(**v) for k, v in (data.get("compute") or {}).items()},
             cpu_contention=float(data.get("cpu_contention") or 0.0),
             link_efficiency=float(data.get("link_efficiency") or 1.0),
-            ring_host_beta={
-                int(n): float(b) for n, b in (data.get("ring_host_beta") or {}).items()
+            ring_link_factor={
+                int(n): float(f) for n, f in (data.get("ring_link_factor") or {}).items()
             },
             source=data.get("source", "json"),
         )
@@ -149,7 +152,8 @@ def calibration_from_records(records: Iterable[dict[str, Any]], source: str) -> 
     shaped: list[tuple[float, float, float]] = []  # size, one-way s, link bits/s
     compute: dict[str, list[tuple[int, float]]] = defaultdict(list)
     shared: list[tuple[str, int, int, float]] = []  # model, batch, processes, seconds
-    rings: dict[int, tuple[float, float, float]] = {}  # ranks -> largest (size, busbw, link)
+    # allreduce ranks -> message size -> (seconds, link bits/s)
+    rings: dict[int, dict[float, tuple[float, float]]] = defaultdict(dict)
     for rec in records:
         if rec.get("kind") != "microbench":
             continue
@@ -159,9 +163,8 @@ def calibration_from_records(records: Iterable[dict[str, Any]], source: str) -> 
             if rec.get("scope") == "inter" and rec.get("link_bits"):
                 shaped.append((rec["size_bytes"], rec["one_way_s"], float(rec["link_bits"])))
         elif bench == "allreduce_horovod" and rec.get("scope") == "inter" and rec.get("link_bits"):
-            ranks = int(rec["ranks"])
-            if ranks not in rings or rec["size_bytes"] >= rings[ranks][0]:
-                rings[ranks] = (rec["size_bytes"], rec["busbw_Bps"], float(rec["link_bits"]))
+            link = (float(rec["time_s"]), float(rec["link_bits"]))
+            rings[int(rec["ranks"])][float(rec["size_bytes"])] = link
         elif bench == "compute" and rec.get("compute_s_median"):
             sharing = int(rec.get("sharing") or 1)
             if sharing == 1:
@@ -182,10 +185,31 @@ def calibration_from_records(records: Iterable[dict[str, Any]], source: str) -> 
         batches, times = zip(*rows, strict=True)
         calib.compute[model] = fit_compute_line(batches, times)
     calib.cpu_contention = contention_from(compute, shared)
-    for ranks, (_size, busbw, bits) in rings.items():
-        link_beta = calib.link_efficiency * 8.0 / bits
-        calib.ring_host_beta[ranks] = max(1.0 / busbw - link_beta, 0.0)
+    for ranks, by_size in rings.items():
+        factor = ring_link_factor(ranks, by_size, calib.link_efficiency)
+        if factor is not None:
+            calib.ring_link_factor[ranks] = factor
     return calib
+
+
+def ring_link_factor(
+    ranks: int, by_size: dict[float, tuple[float, float]], link_efficiency: float
+) -> float | None:
+    """Time per bus byte of an allreduce over n ranks, over the shaped link's, from the slope
+    between the two largest messages (Hockney: the slope is free of the per-call overheads
+    that dominate small messages; a single size gives the plain ratio). None with no data."""
+    if ranks < 2 or not by_size:
+        return None
+    sizes = sorted(by_size)
+    bus_share = 2 * (ranks - 1) / ranks  # bytes on each link per byte of message
+    big_s, bits = by_size[sizes[-1]]
+    link_beta = link_efficiency * 8.0 / bits
+    if len(sizes) >= 2 and sizes[-1] > sizes[-2]:
+        small_s, _ = by_size[sizes[-2]]
+        per_byte = (big_s - small_s) / (sizes[-1] - sizes[-2])
+    else:
+        per_byte = big_s / sizes[-1]
+    return max(per_byte / bus_share / link_beta, 1.0)
 
 
 def link_efficiency(shaped: list[tuple[float, float, float]]) -> float:

@@ -178,8 +178,15 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         gamma_s_per_byte=fitted.gamma_s_per_byte * slowdown,
         overlap=fitted.overlap,
     )
-    network = _network(config, arch, calib, overhead_per_message=config.arch != "ps")
     workers = config.placement.worker_hosts
+    if config.arch == "ring" and len(set(workers)) > 1:
+        # what microbench measured for an allreduce this size stretches the link term
+        stretch = calib.ring_link_factor_for(config.cpu_sharing_ranks)
+        arch = ArchParams(
+            alpha_s=arch.alpha_s, efficiency=arch.efficiency * stretch,
+            gamma_s_per_byte=arch.gamma_s_per_byte, overlap=arch.overlap,
+        )  # fmt: skip
+    network = _network(config, arch, calib, overhead_per_message=config.arch != "ps")
     message = float(config.param_bytes)
     terms: dict[str, float] = {}
     step: float
@@ -192,11 +199,7 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
         buffers = F.fusion_buffers(wire, threshold)
         comm = F.ring_allreduce_placed_s(wire, workers, network, arch.gamma_s_per_byte, buffers)
-        # the host cost per bus byte that microbench measured for a ring this size
-        host_beta = calib.ring_host_beta_for(config.cpu_sharing_ranks) if workers else 0.0
-        if host_beta and len(set(workers)) > 1:
-            comm += 2 * (len(workers) - 1) / len(workers) * wire * host_beta
-            terms["ring_host_s"] = 2 * (len(workers) - 1) / len(workers) * wire * host_beta
+        terms["ring_link_factor"] = calib.ring_link_factor_for(config.cpu_sharing_ranks)
         terms["fusion_buffers"] = buffers
         exposed = F.exposed_comm_s(comm, compute, arch.overlap)
         step = compute + exposed
