@@ -157,10 +157,14 @@ def plot_curves(study: Study, table: pd.DataFrame, fig_dir: Path) -> FigureFile 
         ax.set_xlim(left=0)
         if len(panels) > 1:
             plotting.panel_title(ax, str(workload))
-    plotting.legend_outside(fig, axes)
-    plotting.set_title(fig, findings.accuracy_headline(table) or "Test accuracy against time")
-    paths = plotting.save(fig, fig_dir, "time_to_accuracy")
-    return FigureFile("time_to_accuracy", "Test accuracy against training time", paths)
+    return plotting.finish_figure(
+        fig,
+        axes,
+        findings.accuracy_headline(table) or "Test accuracy against time",
+        fig_dir,
+        "time_to_accuracy",
+        "Test accuracy against training time",
+    )
 
 
 def build(study: Study, fig_dir: Path) -> Section:

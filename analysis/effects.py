@@ -156,14 +156,15 @@ def plot_main_effects(study: Study, response: Response, fig_dir: Path) -> Figure
             ax.set_ylabel(label)
         else:
             ax.tick_params(labelleft=False)
-    plotting.legend_outside(fig, axes)
     ranking = ranking_table(study)
-    plotting.set_title(
+    return plotting.finish_figure(
         fig,
+        axes,
         findings.effects_sentence(ranking, response.column) or f"Main effects on {response.name}",
+        fig_dir,
+        response.stem,
+        f"Main effects on {response.name}",
     )
-    paths = plotting.save(fig, fig_dir, response.stem)
-    return FigureFile(response.stem, f"Main effects on {response.name}", paths)
 
 
 def plot_ranking(ranking: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
@@ -200,9 +201,15 @@ def plot_ranking(ranking: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
     headline = findings.effects_sentence(ranking, "train_s") or findings.effects_sentence(
         ranking, "test_accuracy"
     )
-    plotting.set_title(fig, headline or "Factor effect ranking")
-    paths = plotting.save(fig, fig_dir, "effect_ranking")
-    return FigureFile("effect_ranking", "Factors ranked by eta²", paths)
+    # Nothing here is labelled, so no legend is added.
+    return plotting.finish_figure(
+        fig,
+        axes,
+        headline or "Factor effect ranking",
+        fig_dir,
+        "effect_ranking",
+        "Factors ranked by eta²",
+    )
 
 
 def build(study: Study, fig_dir: Path) -> Section:

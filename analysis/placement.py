@@ -173,14 +173,17 @@ def plot_ratios(tables: list[tuple[Comparison, pd.DataFrame]], fig_dir: Path) ->
         ax.set_ylim(-0.7, len(table) - 0.3)
         ax.grid(axis="y", visible=False)
         plotting.panel_title(ax, comparison.title)
-    plotting.legend_outside(fig, axes, ncol=3)
     comparison, table = tables[0]
     kind = "placement" if comparison is PLACEMENT else "sync"
-    plotting.set_title(
-        fig, findings.placement_headline(table, kind) or "Parameter-server placement and mode"
+    return plotting.finish_figure(
+        fig,
+        axes,
+        findings.placement_headline(table, kind) or "Parameter-server placement and mode",
+        fig_dir,
+        "ps_placement",
+        "Parameter-server placement and sync mode",
+        legend_columns=3,
     )
-    paths = plotting.save(fig, fig_dir, "ps_placement")
-    return FigureFile("ps_placement", "Parameter-server placement and sync mode", paths)
 
 
 def build(study: Study, fig_dir: Path) -> Section:

@@ -16,6 +16,8 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from analysis.section import FigureFile  # noqa: E402
+
 ARCH_COLORS: dict[str, str] = {
     "single": "#6b6b6b",
     "ring": "#1f77b4",
@@ -143,3 +145,19 @@ def legend_outside(fig: Figure, axes: list[Axes], ncol: int | None = None) -> No
         ncol=ncol or min(len(handles), 5),
         frameon=False,
     )
+
+
+def finish_figure(
+    fig: Figure,
+    axes: list[Axes],
+    title: str,
+    out_dir: Path,
+    stem: str,
+    caption: str,
+    legend_columns: int | None = None,
+) -> FigureFile:
+    """The end of every figure: one legend below the panels, the finding as its title, and
+    `<stem>.png` + `<stem>.svg` written under out_dir."""
+    legend_outside(fig, axes, ncol=legend_columns)
+    set_title(fig, title)
+    return FigureFile(stem, caption, save(fig, out_dir, stem))

@@ -145,11 +145,13 @@ def plot_throughput(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> Fi
         ax.set_ylabel("throughput (samples/s)")
         ax.set_ylim(bottom=0)
         plotting.panel_title(ax, label)
-    plotting.legend_outside(fig, axes)
-    plotting.set_title(fig, findings.scaling_headline(table) or "Throughput against workers")
-    paths = plotting.save(fig, fig_dir, "throughput_scaling")
-    return FigureFile(
-        "throughput_scaling", "Throughput against workers, with ideal linear scaling", paths
+    return plotting.finish_figure(
+        fig,
+        axes,
+        findings.scaling_headline(table) or "Throughput against workers",
+        fig_dir,
+        "throughput_scaling",
+        "Throughput against workers, with ideal linear scaling",
     )
 
 
@@ -185,11 +187,13 @@ def plot_efficiency(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> Fi
         ax.set_ylabel("scaling efficiency (% of ideal)")
         ax.set_ylim(0, max(110.0, float(np.nanmax(100 * part["efficiency"])) * 1.15))
         plotting.panel_title(ax, label)
-    plotting.legend_outside(fig, axes)
-    plotting.set_title(fig, findings.efficiency_headline(table) or "Scaling efficiency")
-    paths = plotting.save(fig, fig_dir, "scaling_efficiency")
-    return FigureFile(
-        "scaling_efficiency", "Scaling efficiency against the single-process baseline", paths
+    return plotting.finish_figure(
+        fig,
+        axes,
+        findings.efficiency_headline(table) or "Scaling efficiency",
+        fig_dir,
+        "scaling_efficiency",
+        "Scaling efficiency against the single-process baseline",
     )
 
 

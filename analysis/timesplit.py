@@ -154,10 +154,14 @@ def plot_timesplit(table: pd.DataFrame, fig_dir: Path) -> FigureFile:
         ax.set_xlabel("architecture and workers" + (" · link bandwidth" if with_link else ""))
         ax.grid(axis="x", visible=False)
         plotting.panel_title(ax, str(workload))
-    plotting.legend_outside(fig, axes)
-    plotting.set_title(fig, findings.timesplit_headline(table) or "Compute and communication")
-    paths = plotting.save(fig, fig_dir, "time_split")
-    return FigureFile("time_split", "Where the time of a step goes", paths)
+    return plotting.finish_figure(
+        fig,
+        axes,
+        findings.timesplit_headline(table) or "Compute and communication",
+        fig_dir,
+        "time_split",
+        "Where the time of a step goes",
+    )
 
 
 def build(study: Study, fig_dir: Path) -> Section:

@@ -163,13 +163,18 @@ def plot_pairs(times: pd.DataFrame, pairs: pd.DataFrame, fig_dir: Path) -> Figur
             f"{a} vs {b}: {stats_text}; top-{int(pair['top_k'])} overlap "
             f"{int(pair['top_overlap'])}/{int(pair['top_k'])}",
         )
-    plotting.legend_outside(fig, axes, ncol=3)
-    plotting.set_title(fig, findings.transfer_headline(pairs) or "Transfer of configurations")
-    paths = plotting.save(fig, fig_dir, "transfer")
     caption = "Training time of each configuration on two workloads"
     if len(pairs) > len(shown):
         caption += f" (first {len(shown)} of {len(pairs)} pairs; all are in the table)"
-    return FigureFile("transfer", caption, paths)
+    return plotting.finish_figure(
+        fig,
+        axes,
+        findings.transfer_headline(pairs) or "Transfer of configurations",
+        fig_dir,
+        "transfer",
+        caption,
+        legend_columns=3,
+    )
 
 
 def build(study: Study, fig_dir: Path) -> Section:
