@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.machine_load import overload_note
 from archbench.errors import UsageError
 
 # Factor names that mark repetitions of one configuration, not a factor of the study.
@@ -48,6 +49,9 @@ FIELD_COLUMNS: dict[str, str] = {
     "time_to_target_s": "result.time_to_target_s",
     "bytes_per_step": "comm.bytes_sent_per_step",
     "params": "model_stats.params",
+    "cores": "env.cores",
+    "load_avg_start": "env.load_avg_start",
+    "load_avg_end": "env.load_avg_end",
 }
 
 # Fields whose absence in successful runs limits what the report can show.
@@ -569,4 +573,7 @@ def _quality_notes(
                 f"{int((reps <= 1).sum())} of {len(reps)} configurations have a single "
                 "successful repetition: they have no error bars."
             )
+        overloaded = overload_note(ok)
+        if overloaded:
+            notes.append(overloaded)
     return notes

@@ -1,6 +1,6 @@
 """The report survives what real studies contain: failed and timed-out runs, a half-written
-line, records from an older schema, a single repetition, and factors listed by the sweep;
-and bad input gets one clear line, exit status 2 and nothing written."""
+line, records from an older schema, a single repetition, runs on a busy machine, and factors
+listed by the sweep; and bad input gets one clear line, exit status 2 and nothing written."""
 
 from __future__ import annotations
 
@@ -43,6 +43,11 @@ def figure_stems(report) -> set[str]:
     return {f.stem for f in report.figures}
 
 
+def data_quality(report) -> str:
+    markdown = report.markdown.read_text()
+    return markdown.split("\n## Data quality", 1)[1].split("\n## ", 1)[0]
+
+
 def test_failed_and_timed_out_runs_and_a_cut_line_are_reported_and_left_out(
     records, clean_report, tmp_path
 ):
@@ -81,6 +86,7 @@ def test_records_of_an_older_schema_still_give_a_report(records, clean_report, t
     assert "lack `timing.exposed_comm_s`" in markdown
     assert "lack `cluster.num_workers`" in markdown
     assert "timing.comm_s_median" in markdown  # the time split says what stands in
+    assert "load average" not in markdown  # no machine load recorded: nothing to judge
     assert {"throughput_scaling", "time_split", "time_to_accuracy", "transfer"} <= figure_stems(
         report
     )
@@ -117,6 +123,27 @@ def test_a_single_repetition_gives_a_report_without_error_bars(records, tmp_path
     assert scaling["samples_per_s_std"].isna().all() and (scaling["n"] == 1).all()
     assert "transfer" in figure_stems(report)
     assert not any("internal error" in line for line in report.skipped)
+
+
+def test_runs_on_a_busy_machine_are_named_under_data_quality(records, tmp_path):
+    once = copy.deepcopy([r for r in records if r["config"]["seed"] == 1])
+    for record in once:
+        # The real records' own cores; their loads set to those of an idle machine ...
+        record["env"]["load_avg_start"] = record["env"]["load_avg_end"] = 0.0
+    # ... except one run, whose load at the end of training was above its cores.
+    busy = once[4]
+    cores = busy["env"]["cores"]
+    busy["env"]["load_avg_end"] = cores + 1.5
+    report = write_report(report_records.write_jsonl(tmp_path / "busy" / "results.jsonl", once))
+    quality = data_quality(report)
+    assert f"1 of {len(once)} runs with a recorded machine load" in quality
+    assert f"`{busy['run_id']}`" in quality
+    assert f"load 0.00 at start, {cores + 1.5:.2f} at end, on {cores} cores" in quality
+    assert not any(r["run_id"] in quality for r in once if r is not busy)
+
+    busy["env"]["load_avg_end"] = float(cores)  # at the core count, nobody waits
+    calm = write_report(report_records.write_jsonl(tmp_path / "calm" / "results.jsonl", once))
+    assert "load average" not in data_quality(calm)
 
 
 def test_a_study_whose_runs_all_failed_still_reports_what_happened(records, tmp_path):
