@@ -27,6 +27,8 @@ DERIVED_CONFIG_KEYS = frozenset(
     {"global_batch_size", "seed", "out", "run_id", "study", "steps_run", "dataset_source"}
 )
 PLACEMENTS = ("dedicated", "co-located")
+# A run's throughput at a slow (p90) and a fast (p10) step: its within-run spread.
+AT_STEP_P90, AT_STEP_P10 = "samples_per_s_at_step_p90", "samples_per_s_at_step_p10"
 
 # Short column name -> dotted record field, read for every record (NaN where absent).
 FIELD_COLUMNS: dict[str, str] = {
@@ -40,6 +42,7 @@ FIELD_COLUMNS: dict[str, str] = {
     "train_s": "timing.train_s",
     "wall_s": "timing.wall_s",
     "step_s": "timing.step_s_median",
+    "step_s_p10": "timing.step_s_p10",
     "step_s_p90": "timing.step_s_p90",
     "compute_s": "timing.compute_s_median",
     "comm_s": "timing.comm_s_median",
@@ -263,6 +266,9 @@ def _row(flat: dict[str, Any]) -> dict[str, Any]:
         None,
     )
     row["sync_mode"] = _sync_mode(flat)
+    # Samples per step over the step time, as `samples_per_s` is over the median step.
+    for column, step in ((AT_STEP_P90, row["step_s_p90"]), (AT_STEP_P10, row["step_s_p10"])):
+        row[column] = row["global_batch_size"] / step if step > 0 else math.nan
     exposed = _number(flat.get("timing.exposed_comm_s"))
     if math.isnan(exposed):
         # Older records: the whole exchange time stands in for the part not hidden by overlap.
@@ -565,13 +571,15 @@ def _quality_notes(
         reps = ok.groupby(["workload", "config"]).size()
         if reps.max() <= 1:
             notes.append(
-                "Every configuration was measured once (a single repetition): "
-                "no error bars or confidence intervals can be drawn."
+                "Every configuration was measured once (a single repetition): there is no "
+                "spread over repetitions, so the throughput figures show each run's own "
+                "spread instead (the throughput at its p90 and p10 step time)."
             )
         elif reps.min() <= 1:
             notes.append(
                 f"{int((reps <= 1).sum())} of {len(reps)} configurations have a single "
-                "successful repetition: they have no error bars."
+                "successful repetition: they have no spread over repetitions; where a "
+                "figure can, it shows the run's own step p10-p90 spread instead."
             )
         overloaded = overload_note(ok)
         if overloaded:

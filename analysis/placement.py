@@ -10,7 +10,14 @@ import numpy as np
 import pandas as pd
 
 from analysis import findings, plotting
-from analysis.load import Study, factor_column, format_level, level_sort_key
+from analysis.load import (
+    AT_STEP_P10,
+    AT_STEP_P90,
+    Study,
+    factor_column,
+    format_level,
+    level_sort_key,
+)
 from analysis.section import FigureFile, Section, Table
 from analysis.stats import ratio_of_means
 
@@ -18,8 +25,10 @@ HOW_TO_READ = (
     "Each row compares two groups of parameter-server runs that differ only in one setting. "
     "The point is the ratio of their mean throughputs (samples/s); a ratio above 1 means the "
     "first-named setting is faster. The bar is a 95% bootstrap confidence interval over "
-    "repetitions (resampling each group's runs); a row without a bar has a single repetition "
-    "on one side, so its uncertainty cannot be estimated."
+    "repetitions (resampling each group's runs). Where each side was measured once, the bar "
+    "(square marker) is the runs' own spread instead: the range of the ratio while each "
+    "side's throughput stays between its 90th and 10th percentile step time. A row without "
+    "a bar has a single repetition on one side only, so its uncertainty cannot be estimated."
 )
 
 
@@ -97,6 +106,7 @@ def ratio_table(study: Study, comparison: Comparison) -> pd.DataFrame:
         bottom = rows[rows[comparison.arm_column] == comparison.denominator]
         row = dict(zip(columns, key if isinstance(key, tuple) else (key,), strict=True))
         row.update(ratio_of_means(top["samples_per_s"].tolist(), bottom["samples_per_s"].tolist()))
+        row.update(within_run_ratio(top, bottom))
         row.update(
             numerator=comparison.numerator,
             denominator=comparison.denominator,
@@ -126,6 +136,19 @@ def ratio_table(study: Study, comparison: Comparison) -> pd.DataFrame:
     return table.iloc[order].reset_index(drop=True)
 
 
+def within_run_ratio(top: pd.DataFrame, bottom: pd.DataFrame) -> dict[str, float]:
+    """With one run on each side: the lowest and highest ratio while each side's throughput
+    stays within its own step p10-p90 (slow top ÷ fast bottom, fast top ÷ slow bottom).
+    NaN with repetitions, whose spread gives the bootstrap interval instead."""
+    if len(top) != 1 or len(bottom) != 1:
+        return {"within_run_low": np.nan, "within_run_high": np.nan}
+    a, b = top.iloc[0], bottom.iloc[0]
+    return {
+        "within_run_low": a[AT_STEP_P90] / b[AT_STEP_P10],
+        "within_run_high": a[AT_STEP_P10] / b[AT_STEP_P90],
+    }
+
+
 def _as_number(text: object) -> object:
     try:
         return float(str(text))
@@ -140,33 +163,49 @@ def plot_ratios(tables: list[tuple[Comparison, pd.DataFrame]], fig_dir: Path) ->
     )
     for ax, (comparison, table) in zip(axes, tables, strict=True):
         ys = np.arange(len(table))[::-1]
-        low = (table["ratio"] - table["ci_low"]).to_numpy()
-        high = (table["ci_high"] - table["ratio"]).to_numpy()
-        has_ci = ~np.isnan(low)
+        ratio = table["ratio"].to_numpy()
         color = plotting.arch_color("ps")
-        ax.errorbar(
-            table["ratio"][has_ci],
-            ys[has_ci],
-            xerr=[low[has_ci], high[has_ci]],
-            fmt="o",
-            color=color,
-            capsize=4,
-            label="ratio of means, 95% bootstrap CI",
-        )
-        if (~has_ci).any():
+        drawn = np.zeros(len(table), dtype=bool)
+        # The bootstrap interval where both sides have repetitions, else the runs' own spread.
+        for (low_column, high_column), marker, label in (
+            (("ci_low", "ci_high"), "o", "ratio of means, 95% bootstrap CI"),
+            (("within_run_low", "within_run_high"), "s", plotting.WITHIN_RUN_BARS),
+        ):
+            below = np.clip(ratio - table[low_column].to_numpy(), 0.0, None)
+            above = np.clip(table[high_column].to_numpy() - ratio, 0.0, None)
+            rows = ~drawn & ~np.isnan(below) & ~np.isnan(above)
+            if rows.any():
+                ax.errorbar(
+                    ratio[rows],
+                    ys[rows],
+                    xerr=np.vstack([below[rows], above[rows]]),
+                    fmt=marker,
+                    color=color,
+                    capsize=4,
+                    label=label,
+                )
+            drawn |= rows
+        if (~drawn).any():
             ax.plot(
-                table["ratio"][~has_ci],
-                ys[~has_ci],
+                ratio[~drawn],
+                ys[~drawn],
                 "o",
                 mfc="white",
                 color=color,
-                label="single repetition (no CI)",
+                label="one side measured once (no interval)",
             )
         ax.axvline(1.0, color="black", linestyle="--", linewidth=1, label="no difference (1×)")
         ax.set_yticks(ys)
         ax.set_yticklabels(table["setting"])
         ax.set_xlabel(f"throughput ratio, {comparison.numerator} ÷ {comparison.denominator} (×)")
-        values = np.r_[table["ci_low"], table["ci_high"], table["ratio"], 1.0]
+        values = np.r_[
+            table["ci_low"],
+            table["ci_high"],
+            table["within_run_low"],
+            table["within_run_high"],
+            table["ratio"],
+            1.0,
+        ]
         low_x, high_x = np.nanmin(values), np.nanmax(values)
         pad = 0.08 * (high_x - low_x) + 0.02
         ax.set_xlim(low_x - pad, high_x + pad)

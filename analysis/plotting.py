@@ -29,6 +29,8 @@ ARCH_ORDER: tuple[str, ...] = ("single", "ring", "p2p", "ps")
 COMPUTE_COLOR = "#4c72b0"
 COMM_COLOR = "#dd8452"
 EXTRA_COLORS = ("#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd")
+# Legend entry of bars drawn from one run's own step times (no repetitions to spread over).
+WITHIN_RUN_BARS = "bars: within-run step p10-p90, single repetition"
 
 STYLE: dict[str, Any] = {
     "figure.dpi": 100,
@@ -145,6 +147,11 @@ def legend_outside(fig: Figure, axes: list[Axes], ncol: int | None = None) -> No
         ncol=ncol or min(len(handles), 5),
         frameon=False,
     )
+
+
+def bar_legend_entry(ax: Axes, label: str) -> None:
+    """A legend entry (a black error bar) that says what a figure's error bars are."""
+    ax.errorbar([], [], yerr=[], fmt="none", ecolor="black", capsize=3, label=label)
 
 
 def finish_figure(

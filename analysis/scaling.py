@@ -10,14 +10,16 @@ import numpy as np
 import pandas as pd
 
 from analysis import findings, plotting
-from analysis.load import Study, format_level, level_sort_key
+from analysis.load import AT_STEP_P10, AT_STEP_P90, Study, format_level, level_sort_key
 from analysis.section import FigureFile, Section, Table
 from analysis.stats import best_per_group, per_config, propagated_ratio_std
 
 HOW_TO_READ = (
     "Each point is the mean throughput (training samples per second, all workers together) of "
     "the fastest configuration of an architecture at that worker count; error bars are one "
-    "standard deviation over repetitions. The dashed line is ideal linear scaling: the "
+    "standard deviation over repetitions, or, for a configuration measured once, that run's "
+    "own spread: the throughput at its 90th and 10th percentile step time (the legend says "
+    "which). The dashed line is ideal linear scaling: the "
     "single-process baseline (same per-worker batch) times the number of workers. Scaling "
     "efficiency is throughput divided by that ideal; 100% means no cost for communicating."
 )
@@ -41,7 +43,8 @@ def scaling_table(study: Study) -> pd.DataFrame:
     ok = study.ok.dropna(subset=["samples_per_s", "workers"])
     facets = facet_columns(ok)
     keys = ["workload", *facets, "arch", "workers"]
-    best = best_per_group(per_config(ok, keys, "samples_per_s"), keys, higher_is_better=True)
+    summary = per_config(ok, keys, "samples_per_s", extra=(AT_STEP_P90, AT_STEP_P10))
+    best = best_per_group(summary, keys, higher_is_better=True)
     baseline_keys = ["workload", *[c for c in facets if c == "batch_size"]]  # not the link
     single = ok[ok["arch"] == "single"]
     base = best_per_group(
@@ -55,7 +58,9 @@ def scaling_table(study: Study) -> pd.DataFrame:
             "config": "baseline_config",
         }
     )
-    table = best.rename(columns={"mean": "samples_per_s", "std": "samples_per_s_std"})
+    table = within_run_spread(
+        best.rename(columns={"mean": "samples_per_s", "std": "samples_per_s_std"})
+    )
     if base.empty:
         for column in ("baseline_samples_per_s", "baseline_std", "baseline_n", "baseline_config"):
             table[column] = math.nan
@@ -79,6 +84,32 @@ def scaling_table(study: Study) -> pd.DataFrame:
         key=lambda col: col.map(plotting.arch_sort_key) if col.name == "arch" else col,
     )
     return table.reset_index(drop=True)
+
+
+def within_run_spread(best: pd.DataFrame) -> pd.DataFrame:
+    """`within_run_low`/`_high` for configurations with a single repetition (NaN otherwise):
+    the throughput of that run at its p90 and its p10 step time. Repetitions have their own
+    spread (`samples_per_s_std`), which is what their error bars show."""
+    once = best["n"] == 1
+    spread = best.assign(
+        within_run_low=best[AT_STEP_P90].where(once),
+        within_run_high=best[AT_STEP_P10].where(once),
+    )
+    return spread.drop(
+        columns=[f"{c}{s}" for c in (AT_STEP_P90, AT_STEP_P10) for s in ("", "_std")]
+    )
+
+
+def throughput_bars(rows: pd.DataFrame) -> np.ndarray:
+    """(2, n) distances below and above each point: the within-run spread where there is one,
+    else one standard deviation over repetitions (0 where neither is known)."""
+    mean = rows["samples_per_s"].to_numpy(dtype=float)
+    std = rows["samples_per_s_std"].to_numpy(dtype=float)
+    low = mean - rows["within_run_low"].to_numpy(dtype=float)
+    high = rows["within_run_high"].to_numpy(dtype=float) - mean
+    within = ~np.isnan(low) & ~np.isnan(high)
+    bars = np.where(within, [low, high], [std, std])
+    return np.clip(np.nan_to_num(bars, nan=0.0), 0.0, None)  # matplotlib rejects negative bars
 
 
 def panel_label(row: pd.Series, facets: list[str], workloads: int) -> str:
@@ -121,7 +152,7 @@ def plot_throughput(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> Fi
             ax.errorbar(
                 rows["workers"],
                 rows["samples_per_s"],
-                yerr=rows["samples_per_s_std"].fillna(0.0),
+                yerr=throughput_bars(rows),
                 color=plotting.arch_color(arch, index),
                 marker=plotting.arch_marker(arch),
                 capsize=3,
@@ -145,6 +176,10 @@ def plot_throughput(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> Fi
         ax.set_ylabel("throughput (samples/s)")
         ax.set_ylim(bottom=0)
         plotting.panel_title(ax, label)
+    if table["samples_per_s_std"].notna().any():
+        plotting.bar_legend_entry(axes[0], "bars: ±1 std over repetitions")
+    if table["within_run_low"].notna().any():
+        plotting.bar_legend_entry(axes[0], plotting.WITHIN_RUN_BARS)
     return plotting.finish_figure(
         fig,
         axes,

@@ -15,6 +15,7 @@ import pytest
 import report_records
 from conftest import REPO, launch_env
 
+from analysis import plotting, scaling
 from analysis.report import write_report
 
 
@@ -41,6 +42,10 @@ def csv(report, name: str) -> pd.DataFrame:
 
 def figure_stems(report) -> set[str]:
     return {f.stem for f in report.figures}
+
+
+def figure_svg(report, stem: str) -> str:
+    return (report.markdown.parent / "figures" / f"{stem}.svg").read_text()
 
 
 def data_quality(report) -> str:
@@ -114,15 +119,43 @@ def test_records_without_curves_or_time_split_skip_those_figures_and_say_why(rec
     assert "per-evaluation points" in skipped
 
 
-def test_a_single_repetition_gives_a_report_without_error_bars(records, tmp_path):
+def test_a_single_repetition_gets_each_runs_own_step_spread_as_bars(records, tmp_path):
     once = [r for r in records if r["config"]["seed"] == 1]
     report = write_report(report_records.write_jsonl(tmp_path / "once" / "results.jsonl", once))
-    markdown = report.markdown.read_text()
-    assert "single repetition" in markdown
-    scaling = csv(report, "scaling")
-    assert scaling["samples_per_s_std"].isna().all() and (scaling["n"] == 1).all()
+    assert "single repetition" in report.markdown.read_text()
+    table = csv(report, "scaling")
+    assert table["samples_per_s_std"].isna().all() and (table["n"] == 1).all()
+    assert len(table) == len(once)
+    # Computed here from each run's own record: samples per step over its p90 and p10 step.
+    by_config = {report_records.key(r): r for r in once}
+    throughput, slow, fast = [], [], []
+    for _, row in table.iterrows():
+        record = by_config[(row["workload"], row["arch"], int(row["batch_size"]))]
+        samples_per_step = record["config"]["global_batch_size"]
+        throughput.append(record["timing"]["samples_per_s"])
+        slow.append(samples_per_step / record["timing"]["step_s_p90"])
+        fast.append(samples_per_step / record["timing"]["step_s_p10"])
+    np.testing.assert_allclose(table["samples_per_s"], throughput, rtol=1e-12)
+    np.testing.assert_allclose(table["within_run_low"], slow, rtol=1e-12)
+    np.testing.assert_allclose(table["within_run_high"], fast, rtol=1e-12)
+    # The figure draws those bars, asymmetric around the median-step throughput.
+    bars = scaling.throughput_bars(table)
+    np.testing.assert_allclose(bars[0], np.subtract(throughput, slow), rtol=1e-9)
+    np.testing.assert_allclose(bars[1], np.subtract(fast, throughput), rtol=1e-9)
+    assert (bars > 0).any()
+    svg = figure_svg(report, "throughput_scaling")
+    assert plotting.WITHIN_RUN_BARS in svg and "std over repetitions" not in svg
     assert "transfer" in figure_stems(report)
     assert not any("internal error" in line for line in report.skipped)
+
+
+def test_repetitions_keep_their_spread_over_repetitions_as_bars(clean_report):
+    table = csv(clean_report, "scaling")
+    assert (table["n"] == 2).all() and table["within_run_low"].isna().all()
+    bars = scaling.throughput_bars(table)
+    np.testing.assert_allclose(bars, [table["samples_per_s_std"]] * 2, rtol=1e-12)
+    svg = figure_svg(clean_report, "throughput_scaling")
+    assert "std over repetitions" in svg and plotting.WITHIN_RUN_BARS not in svg
 
 
 def test_runs_on_a_busy_machine_are_named_under_data_quality(records, tmp_path):
