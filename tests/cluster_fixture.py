@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ import pytest
 
 from archbench.cluster.preflight import cluster_unavailable_reason
 from archbench.cluster.state import RUN_DIR, ClusterState, is_up, list_states, load_state
+from archbench.process_group import run_in_group
 
 FIXTURE_CLUSTER = "pytest"
 FIXTURE_NODES = 3
@@ -84,27 +84,8 @@ def run_launcher(
     command: list[str], timeout_s: float = 180, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run mpirun/horovodrun in its own process group; on timeout the whole group is killed
-    (the ranks' ssh sessions die with it), then the error is raised."""
-    process = subprocess.Popen(
-        command,
-        cwd=PROJECT_ROOT,
-        env=env or launcher_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        for signum in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signum)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.communicate(timeout=5)
-                break
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    (the ranks' ssh sessions die with it), then subprocess.TimeoutExpired is raised."""
+    return run_in_group(command, timeout_s=timeout_s, env=env or launcher_env(), cwd=PROJECT_ROOT)
 
 
 def _up_or_fail() -> ClusterState:

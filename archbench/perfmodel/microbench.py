@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from typing import Any
 from archbench.errors import RunFailed, UsageError
 from archbench.perfmodel.calibration import calibration_from_records
 from archbench.perfmodel.units import positive_ints
+from archbench.process_group import run_in_group
 
 SCHEMA = "archbench.microbench/1"
 BENCHES = ("pt2pt", "allreduce", "horovod", "ps", "compute")
@@ -156,44 +156,20 @@ def mpirun_argv(hosts: list[tuple[str, int]], python: str, program: list[str]) -
 
 
 def run_job(argv: list[str], result_file: Path, timeout_s: float) -> list[dict[str, Any]]:
-    """Run one measuring job in its own process group; kill the whole group on timeout or
+    """Run one measuring job in its own process group; the whole group is killed on timeout or
     interrupt so no rank is left behind."""
     env = _mpi_env()
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")) if p
     )
-    process = subprocess.Popen(
-        argv,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
     try:
-        output, _ = process.communicate(timeout=timeout_s)
+        done = run_in_group(argv, timeout_s=timeout_s, env=env, merge_stderr=True)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
         raise RunFailed(f"`{' '.join(argv[:6])} ...` took longer than {timeout_s:g}s") from None
-    except BaseException:
-        _kill_group(process)
-        raise
-    if process.returncode != 0 or not result_file.is_file():
-        tail = "\n".join(output.strip().splitlines()[-8:])
-        raise RunFailed(f"`{' '.join(argv)}` failed (status {process.returncode}):\n{tail}")
+    if done.returncode != 0 or not result_file.is_file():
+        tail = "\n".join(done.stdout.strip().splitlines()[-8:])
+        raise RunFailed(f"`{' '.join(argv)}` failed (status {done.returncode}):\n{tail}")
     return json.loads(result_file.read_text(encoding="utf-8"))
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=5)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
 
 
 # --------------------------------------------------------------------------- plan

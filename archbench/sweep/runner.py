@@ -1,26 +1,22 @@
 """Runs one command as a process tree that cannot outlive its timeout, or the driver.
 
-The command starts in a session of its own (so the whole tree is one process group) with
-PR_SET_PDEATHSIG, so it is told to stop if the driver dies. On timeout the group gets SIGTERM
-(mpirun and horovodrun then tear their ranks down, and each rank writes a record saying so), then
-SIGKILL after a grace period. Ranks that live outside the group (started through ssh on an
-emulated node, or re-parented after their launcher died) are found by a marker that only this run
-has in its command line: the absolute path of its run folder.
+The command runs as one process group that dies with the driver (archbench.process_group). On
+timeout the group gets SIGTERM (mpirun and horovodrun then tear their ranks down, and each rank
+writes a record saying so), then SIGKILL after a grace period. Ranks that live outside the group
+(started through ssh on an emulated node, or re-parented after their launcher died) are found by a
+marker that only this run has in its command line: the absolute path of its run folder.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-PR_SET_PDEATHSIG = 1
-GRACE_S = 5.0
+from archbench.process_group import GRACE_S, GroupProcess
 
 
 @dataclass(frozen=True)
@@ -29,16 +25,6 @@ class ProcessOutcome:
     timed_out: bool
     wall_s: float
     stragglers_killed: int  # processes of this run still alive after it ended, killed by us
-
-
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    def setup() -> None:  # runs in the child between fork and exec
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the driver died before prctl took effect
-            os._exit(1)
-
-    return setup
 
 
 def _own_ancestry() -> set[int]:
@@ -106,23 +92,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class RunningProcess:
     """A started run: `wait()` returns its outcome; `stop()` tears it down (driver interrupted)."""
 
@@ -132,47 +101,25 @@ class RunningProcess:
         self.marker = marker
         self.started = time.monotonic()
         with open(log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
-            )
-        self.pgid = self.process.pid  # session leader: its pid is the group id
+            self.group = GroupProcess(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
 
     def wait(self, timeout_s: float, grace_s: float = GRACE_S) -> ProcessOutcome:
         timed_out = False
         try:
-            self.process.wait(timeout=timeout_s)
+            self.group.communicate(timeout_s, grace_s)  # output goes to the log: nothing returned
         except subprocess.TimeoutExpired:
-            timed_out = True
-            self.stop(grace_s)
+            timed_out = True  # the group is stopped already
         wall_s = time.monotonic() - self.started
         stragglers = self._sweep(grace_s)
-        return ProcessOutcome(self.process.returncode, timed_out, wall_s, stragglers)
+        returncode = self.group.returncode
+        assert returncode is not None
+        return ProcessOutcome(returncode, timed_out, wall_s, stragglers)
 
     def stop(self, grace_s: float = GRACE_S) -> None:
-        """SIGTERM to the group, SIGKILL after the grace period, then reap."""
-        _signal_group(self.pgid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        deadline = time.monotonic() + grace_s
-        while _group_alive(self.pgid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        _signal_group(self.pgid, signal.SIGKILL)
-        self.process.wait()
+        """SIGTERM to the group, SIGKILL after the grace period, then what is left of the run."""
+        self.group.stop(grace_s)
         self._sweep(grace_s)
 
     def _sweep(self, grace_s: float) -> int:
         """Kills what of this run outlived its launcher: the rest of its group, then marked processes."""
-        count = 0
-        if _group_alive(self.pgid):
-            count += 1
-            _signal_group(self.pgid, signal.SIGKILL)
-        return count + kill_marked(self.marker, grace_s)
+        return int(self.group.kill_rest()) + kill_marked(self.marker, grace_s)
