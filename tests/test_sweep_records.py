@@ -1,11 +1,18 @@
-"""How a run's ending becomes its status and error, and the progress lines a sweep prints."""
+"""How a run's ending becomes its status and error, and the progress lines a sweep prints.
+
+tests/launch_logs/ holds real launcher output: mpirun and horovodrun failing to start because ssh
+to a host was refused, dropped during the handshake (a listener that closes every connection, as
+a busy sshd does), or closed by the node's sshd; and an mpirun job whose rank failed.
+"""
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
+from archbench.sweep.launch_failures import LAUNCH_FAILED, launcher_start_failure
 from archbench.sweep.progress import Progress, format_duration
 from archbench.sweep.records import classify
 from archbench.sweep.runner import ProcessOutcome
@@ -16,6 +23,11 @@ def ended(code: int, timed_out: bool = False) -> ProcessOutcome:
 
 
 OK = {"status": "ok", "error": None}
+LAUNCH_LOGS = Path(__file__).resolve().parent / "launch_logs"
+
+
+def launch_log(name: str) -> str:
+    return (LAUNCH_LOGS / f"{name}.log").read_text()
 
 
 @pytest.mark.parametrize(
@@ -48,6 +60,52 @@ def test_how_a_run_ended_decides_its_status(outcome, own, tail, status, error_ty
         assert message in error["message"]
 
 
+MPIRUN_DAEMONS = "Open MPI could not start its daemons"
+SSH_DROPPED = "ssh connection dropped during the handshake"
+
+
+@pytest.mark.parametrize(
+    "log,code,reason,line",
+    [
+        ("mpirun_no_sshd", 255, MPIRUN_DAEMONS, "ORTE was unable to reliably start one or more daemons."),
+        ("mpirun_ssh_dropped_at_handshake", 255, SSH_DROPPED,
+         "kex_exchange_identification: Connection closed by remote host"),
+        ("mpirun_ssh_session_closed", 255, "ssh connection closed by the remote host",
+         "Connection to cap1 closed by remote host."),
+        ("horovodrun_ssh_dropped_at_handshake", 1, SSH_DROPPED,
+         "kex_exchange_identification: Connection closed by remote host"),
+    ],
+)  # fmt: skip
+def test_launcher_start_failures_are_recognised_in_real_logs(log, code, reason, line):
+    found = launcher_start_failure(ended(code), None, launch_log(log))
+    assert found is not None and found[0] == reason and found[1].startswith(line)
+    status, error = classify(ended(code), None, launch_log(log), timeout_s=30)
+    assert status == "failed" and error["type"] == LAUNCH_FAILED and error["reason"] == reason
+    assert line in error["message"]
+
+
+def test_older_ssh_versions_handshake_message_is_recognised():
+    old_ssh = "ssh_exchange_identification: read: Connection reset by peer"
+    assert launcher_start_failure(ended(255), None, f"noise\n{old_ssh}\n") == (SSH_DROPPED, old_ssh)
+
+
+def test_only_runs_that_never_started_count_as_launcher_start_failures():
+    orte = launch_log("mpirun_no_sshd")
+    failed = {"status": "failed", "error": {"type": "EOFError", "message": "x"}}
+    # a rank wrote a record: it ran, whatever the launcher printed afterwards
+    assert launcher_start_failure(ended(255), failed, orte) is None
+    assert classify(ended(255), failed, orte, timeout_s=30)[1]["type"] == "EOFError"
+    # timed out, refused as an invalid configuration, or ended well: not a start failure
+    assert launcher_start_failure(ended(-15, timed_out=True), None, orte) is None
+    assert classify(ended(-15, timed_out=True), None, orte, timeout_s=30)[0] == "timeout"
+    assert launcher_start_failure(ended(2), None, orte) is None
+    assert launcher_start_failure(ended(0), None, orte) is None
+    # ranks that ran and failed
+    rank_failed = launch_log("mpirun_rank_failed")
+    assert launcher_start_failure(ended(1), None, rank_failed) is None
+    assert classify(ended(1), None, rank_failed, timeout_s=30)[1]["type"] == "Crashed"
+
+
 def test_progress_prints_plain_lines_with_counts_and_eta():
     stream = io.StringIO()
     progress = Progress(3, stream=stream, tty=False)
@@ -62,6 +120,21 @@ def test_progress_prints_plain_lines_with_counts_and_eta():
     assert "[2/3] timeout run-b 30.0s - Timeout (ok 1, failed 1, ETA 20s)" in lines[3]
     assert lines[-1].startswith("1 ok, 1 failed, of 3 runs in")
     assert "\r" not in stream.getvalue()
+
+
+def test_progress_says_when_a_run_is_tried_again_and_why():
+    stream = io.StringIO()
+    progress = Progress(2, stream=stream, tty=False)
+    progress.start("run-a")
+    progress.retry(
+        "run-a", 1, "failed to launch (ssh connection dropped during the handshake)", 2.0
+    )
+    progress.finish("run-a", "ok", 4.0, "attempt 2 after 1 launch retry")
+    lines = stream.getvalue().splitlines()
+    assert lines[1] == (
+        "[1/2] retry   run-a: attempt 1 failed to launch (ssh connection dropped during the handshake); again in 2s"
+    )
+    assert lines[2].startswith("[1/2] ok      run-a 4.0s - attempt 2 after 1 launch retry")
 
 
 def test_progress_redraws_one_bar_on_a_terminal():

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -206,6 +210,8 @@ def test_a_crash_a_hang_and_an_impossible_run_do_not_stop_the_study(tmp_path, no
     for bad in (crash, impossible, hang):
         assert missing_keys(bad) == [], missing_keys(bad)
         assert "log_tail" in bad["error"]
+        # none of them is a launcher that could not start: each ran once
+        assert bad["sweep"]["attempt"] == 1 and bad["sweep"]["launch_failures"] == []
     # what the failed runs printed comes with their records (a hang may have printed nothing)
     assert "Compressed file ended" in crash["error"]["log_tail"]
     assert "cnn needs image inputs" in impossible["error"]["log_tail"]
@@ -240,6 +246,114 @@ def test_retry_failed_replaces_the_failed_record(tmp_path, no_leftovers):
     assert second["started_at"] != first["started_at"]
     strict = sweep(spec, "--strict")
     assert strict.returncode == 1  # --strict: not every run is ok
+
+
+# A host the launcher must reach over ssh: a loopback address that is not this host's, so mpirun
+# starts a daemon there through ssh (real ssh, on the port given with plm_rsh_args).
+REMOTE_HOST = "127.0.0.2"
+
+
+@contextlib.contextmanager
+def dropping_sshd() -> Iterator[tuple[int, list[int]]]:
+    """A port on REMOTE_HOST that accepts every connection and closes it at once, as an sshd at
+    its MaxStartups limit does: ssh then fails with kex_exchange_identification. Yields the port
+    and a list that counts the connections."""
+    server = socket.socket()
+    server.bind((REMOTE_HOST, 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    connections: list[int] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                client, _ = server.accept()
+                connections.append(1)
+                client.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1], connections
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+
+
+def launch_spec(tmp_path: Path, name: str, launcher_args: list[str], retries: int) -> Path:
+    """A two-rank ring run with its second rank on REMOTE_HOST."""
+    hostfile = tmp_path / "hosts.txt"
+    hostfile.write_text(f"localhost slots=1\n{REMOTE_HOST} slots=1\n")
+    return write_spec(
+        tmp_path,
+        name,
+        f"""
+        timeout_s: 120
+        launch_retries: {retries}
+        launcher_args: {json.dumps(launcher_args)}
+        cluster: {{kind: localhost, slots: 2}}
+        fixed: {{arch: ring, model: mlp, dataset: synthetic, steps: 5, batch_size: 16,
+                 eval_samples: 100, placement: {hostfile}}}
+        """,
+    )
+
+
+def test_a_run_whose_launcher_never_starts_is_tried_launch_retries_times_more(
+    tmp_path, no_leftovers
+):
+    with dropping_sshd() as (port, connections):
+        spec = launch_spec(
+            tmp_path, "nodaemons", ["--mca", "plm_rsh_args", f"-p {port} -o BatchMode=yes"], 2
+        )
+        proc = sweep(spec)
+    assert proc.returncode == 0, proc.stderr
+    (record,) = results(tmp_path / "nodaemons")
+    assert record["status"] == "failed" and record["error"]["type"] == "LaunchFailed"
+    assert "ORTE was unable to reliably start" in record["error"]["log_tail"]
+    assert record["sweep"]["attempt"] == 3  # the first try and 2 retries
+    reason = "ssh connection dropped during the handshake"
+    assert record["sweep"]["launch_failures"] == [
+        {"attempt": 1, "reason": reason},
+        {"attempt": 2, "reason": reason},
+    ]
+    assert len(connections) == 3  # mpirun really tried ssh each time
+    retries = [line for line in proc.stderr.splitlines() if "] retry " in line]
+    assert len(retries) == 2 and f"failed to launch ({reason})" in retries[0], proc.stderr
+    assert "attempt 3 after 2 launch retries" in proc.stderr
+
+
+def test_a_run_whose_launcher_starts_on_the_second_try_is_recorded_ok(tmp_path, no_leftovers):
+    # The remote shell mpirun uses: the first call is real ssh to the dropping port; later calls
+    # run the daemon's command on this machine, as ssh to a healthy node would run it there.
+    first_call = tmp_path / "first-call-done"
+    with dropping_sshd() as (port, connections):
+        agent = tmp_path / "remote-shell"
+        agent.write_text(
+            "#!/bin/sh\n"
+            f"if [ ! -e {first_call} ]; then\n"
+            f"  touch {first_call}\n"
+            f"  exec ssh -p {port} -o BatchMode=yes {REMOTE_HOST} true\n"
+            "fi\n"
+            "shift\n"
+            'exec sh -c "$*"\n'
+        )
+        agent.chmod(0o755)
+        spec = launch_spec(tmp_path, "secondtry", ["--mca", "plm_rsh_agent", str(agent)], 2)
+        proc = sweep(spec)
+    assert proc.returncode == 0, proc.stderr
+    (record,) = results(tmp_path / "secondtry")
+    assert record["status"] == "ok", record.get("error")
+    assert record["cluster"]["world_size"] == 2 and record["result"]["final_loss"] is not None
+    assert record["sweep"]["attempt"] == 2
+    assert record["sweep"]["launch_failures"] == [
+        {"attempt": 1, "reason": "ssh connection dropped during the handshake"}
+    ]
+    assert len(connections) == 1
+    assert "] retry " in proc.stderr and "attempt 2 after 1 launch retry" in proc.stderr
+    # the log is the successful try's
+    assert "kex_exchange_identification" not in Path(record["sweep"]["log"]).read_text()
 
 
 KILLED = """

@@ -24,6 +24,7 @@ timeout_s: 90
 timeouts:
   - when: {model: cnn}
     timeout_s: 300
+launch_retries: 3
 launcher_args: [--mca, btl, "self,tcp"]
 env: {TF_NUM_INTEROP_THREADS: 1}
 cluster: {kind: localhost, slots: 6}
@@ -57,6 +58,7 @@ def test_a_complete_spec_loads_with_typed_levels(tmp_path):
     assert spec.launcher_args == ["--mca", "btl", "self,tcp"]
     assert spec.timeout_for({"model": "cnn"}) == 300
     assert spec.timeout_for({"model": "mlp"}) == 90
+    assert spec.launch_retries == 3
     assert spec.exclude == [{"arch": "ps", "workers": 4}]
 
 
@@ -75,6 +77,7 @@ def test_ranges_are_allowed_for_numeric_factors_in_sampling_designs(tmp_path):
     assert spec.factors["lr"] == NumericRange(0.001, 0.1, log=True)
     assert spec.design.kind == "latin_hypercube" and spec.design.n == 5
     assert spec.name == "study"  # defaults to the file name
+    assert spec.launch_retries == 2  # the default
 
 
 BAD_SPECS = [
@@ -107,6 +110,8 @@ BAD_SPECS = [
     ("factors: {lr: [0.1]}\nexclude: [{lr: 0.5}]", "lr=0.5 is not one of the factor's levels"),
     ("repetitions: 0", "repetitions must be an integer >= 1"),
     ("timeout_s: -5", "timeout_s must be a positive number"),
+    ("launch_retries: -1", "launch_retries must be an integer >= 0, got -1"),
+    ("launch_retries: twice", "launch_retries must be an integer >= 0, got 'twice'"),
     ("cluster: {kind: cloud}", "cluster: kind must be one of"),
     ("cluster: {kind: localhost, slots: 0}", "slots must be a positive integer"),
     ("order: sorted", "order must be one of random, design"),

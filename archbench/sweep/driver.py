@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,6 +28,7 @@ from archbench.sweep.commands import (
 )
 from archbench.sweep.emulated import EmulatedCluster
 from archbench.sweep.hosts import resolve_target
+from archbench.sweep.launch_failures import LAUNCH_FAILED
 from archbench.sweep.parameters import MULTI_PROCESS, PLACEMENT_POLICIES
 from archbench.sweep.plan import PlannedRun, StudyPlan, build_plan, describe
 from archbench.sweep.progress import Progress
@@ -36,6 +38,8 @@ from archbench.sweep.store import ResultStore, StudyLock
 
 # Variables every rank needs, forwarded to remote ranks with mpirun -x.
 RUN_ENV = {"ARCHBENCH_TRACEBACK": "1", "PYTHONUNBUFFERED": "1"}
+# Before trying again a run whose launcher could not start: time for a busy sshd to catch up.
+LAUNCH_RETRY_PAUSE_S = 2.0
 
 
 @dataclass
@@ -46,6 +50,7 @@ class SweepOptions:
     strict: bool = False  # exit status 1 when any run of the study is not ok
     only: dict[str, list[Any]] | None = None  # run only the runs with one of these levels of each
     grace_s: float = GRACE_S
+    launch_retry_pause_s: float = LAUNCH_RETRY_PAUSE_S
 
 
 @dataclass
@@ -196,12 +201,12 @@ class Sweep:
                     self.cluster.ensure(run.config["bandwidth"])
                 label = f"{run.run_id} ({describe(run.config)})"
                 progress.start(label)
-                record = self._execute(run)
-                detail = (
-                    "" if record["status"] == "ok" else (record.get("error") or {}).get("type", "")
-                )
+                record = self._execute(run, progress)
                 progress.finish(
-                    run.run_id, record["status"], record["sweep"]["driver_wall_s"], detail
+                    run.run_id,
+                    record["status"],
+                    record["sweep"]["driver_wall_s"],
+                    _progress_detail(record),
                 )
         finally:
             if self.current is not None:
@@ -246,9 +251,28 @@ class Sweep:
         previous = self.store.records.get(run.run_id)
         return int((previous or {}).get("sweep", {}).get("attempt", 0)) + 1
 
-    def _execute(self, run: PlannedRun) -> dict[str, Any]:
-        prepared = self.prepare(run)
+    def _execute(self, run: PlannedRun, progress: Progress) -> dict[str, Any]:
+        """Runs it, and again (up to `launch_retries` times) while its launcher cannot start; records
+        the last try, with the earlier ones' reasons in sweep.launch_failures."""
         attempt = self._attempt(run)
+        failures: list[dict[str, Any]] = []
+        while True:
+            record = self._try(run, attempt)
+            error = record.get("error") or {}
+            if error.get("type") != LAUNCH_FAILED or len(failures) >= self.spec.launch_retries:
+                break
+            failures.append({"attempt": attempt, "reason": error["reason"]})
+            pause = self.options.launch_retry_pause_s
+            progress.retry(run.run_id, attempt, f"failed to launch ({error['reason']})", pause)
+            time.sleep(pause)
+            attempt += 1
+        record["sweep"]["launch_failures"] = failures
+        self.store.add(record)
+        return record
+
+    def _try(self, run: PlannedRun, attempt: int) -> dict[str, Any]:
+        """One try of a run in a fresh run folder; its record, not yet kept."""
+        prepared = self.prepare(run)
         if prepared.run_dir.exists():
             shutil.rmtree(prepared.run_dir)
         prepared.run_dir.mkdir(parents=True)
@@ -283,7 +307,6 @@ class Sweep:
             attempt,
             self.plan.target.kind,
         )
-        self.store.add(record)
         return record
 
     def _recover(self) -> int:
@@ -332,6 +355,16 @@ class Sweep:
             if self.store.add(record):
                 count += 1
         return count
+
+
+def _progress_detail(record: dict[str, Any]) -> str:
+    """What a run's progress line adds to its status: the error type, and any launch retries."""
+    parts = [] if record["status"] == "ok" else [(record.get("error") or {}).get("type", "")]
+    retries = len(record["sweep"].get("launch_failures", []))
+    if retries:
+        plural = "retry" if retries == 1 else "retries"
+        parts.append(f"attempt {record['sweep']['attempt']} after {retries} launch {plural}")
+    return ", ".join(part for part in parts if part)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

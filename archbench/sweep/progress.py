@@ -65,18 +65,30 @@ class Progress:
             f"{' - ' + detail if detail else ''} (ok {self.done}, failed {self.failed}, "
             f"ETA {format_duration(self.eta_s())})"
         )
-        if self.tty:
-            self._clear()
-            self._line(summary)
-            self._draw()
-        else:
-            self._line(summary)
+        self._announce(summary)
+
+    def retry(self, label: str, attempt: int, why: str, pause_s: float) -> None:
+        """A try of the current run that is not counted: it is started again after a pause."""
+        finished = self.done + self.failed
+        self._announce(
+            f"[{finished + 1}/{self.total}] retry   {label}: attempt {attempt} {why}; "
+            f"again in {pause_s:g}s"
+        )
 
     def close(self) -> None:
         if self.tty:
             self._clear()
         elapsed = format_duration(time.monotonic() - self.started)
         self._line(f"{self.done} ok, {self.failed} failed, of {self.total} runs in {elapsed}")
+
+    def _announce(self, line: str) -> None:
+        """One line that stays: above the bar on a terminal."""
+        if self.tty:
+            self._clear()
+            self._line(line)
+            self._draw()
+        else:
+            self._line(line)
 
     def _draw(self) -> None:
         width = max(10, min(40, shutil.get_terminal_size((80, 20)).columns - 60))

@@ -11,20 +11,27 @@ from pathlib import Path
 from typing import Any
 
 from archbench.record import REQUIRED_KEYS, SCHEMA, environment, now_iso, read_records
+from archbench.sweep.launch_failures import LAUNCH_FAILED, launcher_start_failure
 from archbench.sweep.plan import PlannedRun
 from archbench.sweep.runner import ProcessOutcome
 
 LOG_TAIL_LINES = 40
 LOG_TAIL_CHARS = 4000
+LOG_READ_BYTES = 64 * 1024
 _USAGE_LINE = re.compile(r"archbench \w+: error: (.*)")
 
 
-def log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:
+def read_log(log_path: Path) -> str:
+    """The end of a run's log (its last 64 KiB: where launchers and ranks say why they stopped)."""
     try:
-        data = log_path.read_bytes()[-64 * 1024 :]
+        data = log_path.read_bytes()[-LOG_READ_BYTES:]
     except OSError:
         return ""
-    text = data.decode(errors="replace")
+    return data.decode(errors="replace")
+
+
+def log_tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    """The last lines of a log, as a failed run's record keeps them."""
     return "\n".join(text.splitlines()[-lines:])[-LOG_TAIL_CHARS:]
 
 
@@ -50,9 +57,9 @@ def _signal_name(number: int) -> str:
 
 
 def classify(
-    outcome: ProcessOutcome, own: dict[str, Any] | None, tail: str, timeout_s: float
+    outcome: ProcessOutcome, own: dict[str, Any] | None, log_text: str, timeout_s: float
 ) -> tuple[str, dict | None]:
-    """(status, error) of a run from how it ended and what it wrote.
+    """(status, error) of a run from how it ended, what it wrote and the end of its log.
 
     An ok record from the chief counts even when the run then overran its timeout: the record is
     written whole after training, so only the teardown was cut (sweep.timed_out says so).
@@ -67,10 +74,19 @@ def classify(
         }
     if own is not None and own.get("error"):
         return "failed", dict(own["error"])
+    launch = launcher_start_failure(outcome, own, log_text)
+    if launch is not None:
+        reason, line = launch
+        return "failed", {
+            "type": LAUNCH_FAILED,
+            "message": f"the launcher could not start, no rank ran ({reason}): {line}",
+            "reason": reason,
+        }
     code = outcome.returncode
     if code == 2:
         message = (
-            _usage_message(tail) or "the training command rejected its arguments (exit status 2)"
+            _usage_message(log_text)
+            or "the training command rejected its arguments (exit status 2)"
         )
         return "failed", {"type": "InvalidConfiguration", "message": message}
     if code < 0:
@@ -85,7 +101,7 @@ def classify(
             "type": "MissingRecord",
             "message": "the command ended without writing a run record",
         }
-    last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+    last = next((line.strip() for line in reversed(log_text.splitlines()) if line.strip()), "")
     return "failed", {
         "type": "Crashed",
         "message": f"exit status {code}" + (f": {last}" if last else ""),
@@ -138,8 +154,9 @@ def build(
     """The one record results.jsonl keeps for this run."""
     log_path = run_dir / "log.txt"
     own = train_record(run_dir / "record.jsonl", run.run_id)
-    tail = log_tail(log_path)
-    status, error = classify(outcome, own, tail, run.timeout_s)
+    log_text = read_log(log_path)
+    tail = log_tail(log_text)
+    status, error = classify(outcome, own, log_text, run.timeout_s)
     if own is not None:
         record = dict(own)
     else:
@@ -174,6 +191,7 @@ def build(
         "factors": run.factors,
         "repetition": run.repetition,
         "attempt": attempt,
+        "launch_failures": [],  # earlier tries whose launcher could not start (the driver fills it)
         "config": run.config,
         "command": command,
         "hostfile": hostfile,

@@ -29,6 +29,7 @@ _TOP_KEYS = {
     "order",
     "timeout_s",
     "timeouts",
+    "launch_retries",
     "launcher_args",
     "python",
     "env",
@@ -102,6 +103,7 @@ class StudySpec:
     order: str = "random"
     timeout_s: float = 600.0
     timeouts: list[TimeoutRule] = field(default_factory=list)
+    launch_retries: int = 2  # tries again of a run whose launcher could not start (no rank ran)
     launcher_args: list[str] = field(default_factory=list)
     python: str | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -165,6 +167,7 @@ def parse_spec(
     spec.order = _choice(raw, "order", "random", ORDERS, where)
     spec.timeout_s = _positive_number(raw.get("timeout_s", 600), "timeout_s", where)
     spec.timeouts = _timeouts(raw.get("timeouts"), where)
+    spec.launch_retries = _int(raw, "launch_retries", 2, where, minimum=0)
     spec.launcher_args = _words(raw.get("launcher_args", []), "launcher_args", where)
     spec.python = str(raw["python"]) if raw.get("python") else None
     spec.env = _env(raw.get("env"), where)
