@@ -188,7 +188,11 @@ def run_validate(args: argparse.Namespace) -> int:
     fit_path = Path(args.fit) if args.fit else study / "report" / FIT_NAME
     if args.fit or fit_path.is_file():
         fit = read_fit(fit_path)
-        print(f"using fit {fit_path} ({fit['split']})")
+        fitted_on = Path(str(fit.get("study", study)))
+        if fitted_on.resolve() == study.resolve():
+            print(f"using fit {fit_path} ({fit['split']})")
+        else:  # a fit made on another study: none of this one's runs were fitted
+            print(f"using fit {fit_path}, made on {fitted_on} ({fit['split']}); scoring {study}")
     else:
         calib = load_calibration(args.calibration)
         fit = _fit_document(study, _split(observations, args), calib, args)
