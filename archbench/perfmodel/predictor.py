@@ -179,11 +179,15 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         overlap=fitted.overlap,
     )
     workers = config.placement.worker_hosts
-    if config.arch == "ring" and len(set(workers)) > 1:
-        # what microbench measured for an allreduce this size stretches the link term
-        stretch = calib.ring_link_factor_for(config.cpu_sharing_ranks)
+    # what microbench measured for an allreduce this size stretches the ring's link term
+    ring_stretch = (
+        calib.ring_link_factor_for(config.cpu_sharing_ranks)
+        if config.arch == "ring" and len(set(workers)) > 1
+        else 1.0
+    )
+    if ring_stretch != 1.0:
         arch = ArchParams(
-            alpha_s=arch.alpha_s, efficiency=arch.efficiency * stretch,
+            alpha_s=arch.alpha_s, efficiency=arch.efficiency * ring_stretch,
             gamma_s_per_byte=arch.gamma_s_per_byte, overlap=arch.overlap,
         )  # fmt: skip
     network = _network(config, arch, calib, overhead_per_message=config.arch != "ps")
@@ -199,7 +203,7 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
         buffers = F.fusion_buffers(wire, threshold)
         comm = F.ring_allreduce_placed_s(wire, workers, network, arch.gamma_s_per_byte, buffers)
-        terms["ring_link_factor"] = calib.ring_link_factor_for(config.cpu_sharing_ranks)
+        terms["ring_link_factor"] = ring_stretch
         terms["fusion_buffers"] = buffers
         exposed = F.exposed_comm_s(comm, compute, arch.overlap)
         step = compute + exposed
