@@ -103,11 +103,22 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def host_cpus() -> float:
+    """The CPUs this process may use: its affinity, or less where a cgroup CPU budget (an
+    emulated node's, a container's, a job's) caps it."""
+    from archbench.cluster.cgroups import process_budget
+
+    budget = process_budget()
+    cores = float(usable_cores())
+    return min(cores, budget.cpus) if budget is not None else cores
+
+
 def threads_per_process(requested: int, local_size: int) -> int:
-    """Split this host's cores between the ranks on it, so ranks do not fight for cores."""
+    """Split this host's CPUs (its node budget, where there is one) between the ranks on it, so
+    ranks do not fight for cores: a 0.45-CPU node gives its one rank one thread."""
     if requested > 0:
         return requested
-    return max(1, usable_cores() // max(1, local_size))
+    return max(1, round(host_cpus() / max(1, local_size)))
 
 
 LAUNCHER_NAMES = ("mpirun", "mpiexec", "orterun", "horovodrun", "srun", "prun")

@@ -158,11 +158,12 @@ def run_training(
     return result
 
 
+def quantile(values: list[float], q: float) -> float | None:
+    return float(np.quantile(values, q)) if values else None
+
+
 def step_statistics(result: LoopResult, global_batch: int, warmup_steps: int) -> dict:
     """The `timing` fields derived from the per-step times (medians and spread)."""
-
-    def quantile(values: list[float], q: float) -> float | None:
-        return float(np.quantile(values, q)) if values else None
 
     step_median = quantile(result.step_times, 0.5)
     compute_median = quantile(result.compute_times, 0.5)

@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
 def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     tf = _configure_tensorflow(config, place)
     from archbench.data import load_dataset
-    from archbench.loop import run_training, step_statistics
+    from archbench.loop import quantile, run_training, step_statistics
     from archbench.models import parameter_stats
     from archbench.trainers import make_trainer
 
@@ -247,7 +247,10 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     cluster = state.base_cluster()
     cluster["hosts"] = trainer.allgather_object(place.hostname)
     cluster["roles"] = trainer.roles()
-    cluster["link"] = _link_of(cluster["hosts"])
+    probe = _fidelity_probe(cluster["hosts"]) if trainer.is_chief else None
+    emulation = probe.state if probe is not None else None
+    cluster["link"] = emulation.bandwidth if emulation is not None else None
+    cluster["cpus_per_node"] = emulation.cpus_per_node if emulation is not None else None
     state.cluster = cluster
     if trainer.is_chief:
         log(
@@ -259,11 +262,17 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     loop_result = None
     if trainer.is_worker:
         state.load_avg_start = load_average()
+        if probe is not None:
+            probe.begin()
         loop_result = run_training(config, trainer, data, log=log)
         state.load_avg_end = load_average()
     else:
         trainer.serve()
+    fidelity = probe.record(loop_result.steps) if probe is not None else None
     digests = trainer.allgather_object(loop_result.param_digest if loop_result else None)
+    compute_per_rank = trainer.allgather_object(
+        quantile(loop_result.compute_times, 0.5) if loop_result else None
+    )
     extra = trainer.extra_record()
     trainer.finish()
     if not trainer.is_chief:
@@ -275,6 +284,8 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         "wall_s": time.time() - state.start_time,
         "train_s": loop_result.train_s,
         **step_statistics(loop_result, global_batch, min(config.warmup_steps, loop_result.steps)),
+        # Each worker's compute (forward + backward) median, in rank order; null for servers.
+        "compute_s_median_per_rank": compute_per_rank,
         "epochs": loop_result.evaluations,
     }
     comm = {**trainer.comm_stats(loop_result.steps), **extra}
@@ -304,6 +315,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
             "target_accuracy": config.target_accuracy,
             "time_to_target_s": loop_result.time_to_target_s,
         },
+        "fidelity": fidelity,
         "error": None,
     }
     state.write(record)
@@ -323,14 +335,13 @@ def _gpus(tf) -> list[str]:
     return [device.name for device in tf.config.list_physical_devices("GPU")]
 
 
-def _link_of(hosts: list[str]) -> str | None:
+def _fidelity_probe(hosts: list[str]):
+    """The chief's probe of the emulated nodes this run uses (None where it cannot be read)."""
     try:
-        from archbench.cluster.state import current_link
-    except ImportError:
-        return None
-    try:
-        return current_link(hosts)
-    except Exception:  # noqa: BLE001 - a missing or stale cluster state must not fail a finished run
+        from archbench.cluster.fidelity import FidelityProbe
+
+        return FidelityProbe(hosts)
+    except Exception:  # noqa: BLE001 - a missing or stale cluster state must not fail a run
         return None
 
 

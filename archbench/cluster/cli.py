@@ -41,6 +41,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--slots", type=int, default=1, help="slots per node in the written hostfiles (default 1)"
     )
     up.add_argument(
+        "--cpus-per-node",
+        default=None,
+        metavar="CPUS",
+        help="CPU budget of every node, enforced by the kernel's CFS bandwidth control (cgroup "
+        "v1 cpu.cfs_quota_us or v2 cpu.max); default 0.9 x cores / nodes, so the nodes never "
+        "share cores; 'off' for none (the nodes then share the machine's cores)",
+    )
+    up.add_argument(
+        "--cfs-period-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="CFS period over which the budget is enforced (default 10; the quota is "
+        "CPUS x period and must be at least 1 ms)",
+    )
+    up.add_argument(
         "--latency",
         default=None,
         help="not supported: links are shaped by bandwidth only (tc netem is not available)",
@@ -79,8 +95,11 @@ def run_up(args: argparse.Namespace) -> int:
             "--latency is not supported: links are shaped by bandwidth (tc tbf) only, "
             "because tc netem is not available on this kernel"
         )
-    spec = make_spec(args.name, args.nodes, args.bandwidth, args.prefix, args.slots)
     require_cluster_support()
+    spec = make_spec(
+        args.name, args.nodes, args.bandwidth, args.prefix, args.slots,
+        args.cpus_per_node, args.cfs_period_ms,
+    )  # fmt: skip
     try:
         result = bring_up(spec)
     except RunFailed as exc:
@@ -161,9 +180,16 @@ def describe(state: ClusterState) -> str:
     from archbench.cluster.sshd import pid_is_sshd
 
     condition = "up" if healthy(state) else f"DEGRADED ({state.status})"
+    if state.cpus_per_node is None:
+        budget = "no CPU budget (nodes share the machine's cores)"
+    else:
+        budget = (
+            f"{state.cpus_per_node:g} CPUs per node (cgroup {state.cgroup}, "
+            f"period {(state.cfs_period_us or 0) / 1000:g} ms)"
+        )
     lines = [
         f"{state.name}: {condition}, {len(state.nodes)} nodes, links {state.bandwidth} each way, "
-        f"subnet {state.subnet} on bridge {state.bridge} (host {state.bridge_address})"
+        f"{budget}, subnet {state.subnet} on bridge {state.bridge} (host {state.bridge_address})"
     ]
     for node in state.nodes:
         sshd_state = "running" if pid_is_sshd(node.sshd_pid) else "NOT RUNNING"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from archbench.cluster import blocks, hostfiles, network, sshd
+from archbench.cluster import blocks, cgroups, hostfiles, network, sshd
 from archbench.cluster.spec import ClusterSpec
 from archbench.cluster.state import (
     ClusterState,
@@ -51,6 +52,8 @@ def _same_shape(state: ClusterState, spec: ClusterSpec) -> bool:
         state.node_names == spec.node_names
         and state.bandwidth == spec.bandwidth
         and state.slots == spec.slots
+        and state.cpus_per_node == spec.cpus_per_node
+        and (state.cpus_per_node is None or state.cfs_period_us == spec.cfs_period_us)
     )
 
 
@@ -103,7 +106,21 @@ def _new_state(spec: ClusterSpec) -> ClusterState:
         ssh_config=str(ssh_config_path()),
         mca_params=str(mca_params_path()),
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        host_netns=os.stat("/proc/self/ns/net").st_ino,
+        cpus_per_node=spec.cpus_per_node,
+        cfs_period_us=spec.cfs_period_us if spec.cpus_per_node is not None else None,
+        cgroup=_hierarchy_for(spec).version if spec.cpus_per_node is not None else None,
     )
+
+
+def _hierarchy_for(spec: ClusterSpec) -> cgroups.Hierarchy:
+    hierarchy = cgroups.detect()
+    if hierarchy is None:
+        raise UsageError(
+            f"{cgroups.unavailable_reason()}; bring the cluster up with --cpus-per-node off "
+            "to accept nodes that share the machine's cores"
+        )
+    return hierarchy
 
 
 def _hosts_lines(state: ClusterState) -> list[str]:
@@ -155,12 +172,26 @@ def _build(state: ClusterState) -> None:
     blocks.insert_block(Path(state.mca_params), MCA_BLOCK, _mca_lines())
     if sshd.ensure_privsep_dir():
         blocks.remember_created(sshd.PRIVSEP_DIR)
+    hierarchy = cgroups.detect() if state.cpus_per_node is not None else None
     for node in state.nodes:
         node_dir = directory / node.name
         node_dir.mkdir(exist_ok=True)
+        if hierarchy is not None:
+            # Before sshd starts: it joins the group itself, so every session inherits it.
+            node.cgroup_dirs = [
+                str(path)
+                for path in cgroups.create_node_group(
+                    hierarchy, state.name, node.name, state.cpus_per_node, state.cfs_period_us
+                )
+            ]
+            save_state(state)
         config = node_dir / "sshd_config"
         config.write_text(sshd.sshd_config_text(directory, node.name, node_dir / "sshd.pid"))
-        node.sshd_pid = sshd.start_sshd(node.name, node.name, config, node_dir / "sshd.log")
+        node.sshd_pid = sshd.start_sshd(
+            node.name, node.name, config, node_dir / "sshd.log",
+            [Path(path) for path in node.cgroup_dirs],
+            cgroups.node_mount_script(hierarchy) if hierarchy is not None else "",
+        )  # fmt: skip
         save_state(state)
     for node in state.nodes:
         sshd.wait_until_listening(node.address, node.sshd_pid, directory / node.name / "sshd.log")
@@ -221,6 +252,8 @@ def _tear_down(state: ClusterState) -> None:
         attempt(lambda node=node: network.delete_namespace(node.name))
         attempt(lambda node=node: network.delete_link(node.host_veth))
     _wait_until_gone([node.sshd_pid for node in state.nodes if node.sshd_pid])
+    # Always tried: a killed `up` may have made the groups before it saved them in the state.
+    attempt(lambda: cgroups.remove_cluster_groups(cgroups.detect(), state.name))
     attempt(lambda: network.delete_link(state.bridge))
     key = _cluster_block(state.name)
     attempt(lambda: blocks.remove_block(Path(state.hosts_file), key))
@@ -242,6 +275,8 @@ def tear_down(name: str) -> ClusterState | None:
         state = load_state(name)
         if state is None:
             _remove_leftover_blocks(name)
+            with contextlib.suppress(RunFailed, OSError):
+                cgroups.remove_cluster_groups(cgroups.detect(), name)
             return None
         _tear_down(state)
         return state

@@ -11,6 +11,11 @@ DEFAULT_NAME = "emulated"
 DEFAULT_PREFIX = "node"
 DEFAULT_BANDWIDTH = "1gbit"
 MAX_NODES = 64
+# 10 ms: the step-time spread of a millisecond step is far lower than under the kernel's default
+# 100 ms period (a throttled task waits up to a whole period), and the quotas of a few tenths of
+# a core stay well above the kernel's 1 ms minimum. Measured: archbench/cluster/README.md.
+DEFAULT_CFS_PERIOD_US = 10_000
+CPU_BUDGET_OFF = "off"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 _PREFIX_RE = re.compile(r"^[a-z][a-z-]{0,9}$")
@@ -28,6 +33,10 @@ class ClusterSpec:
     bandwidth: str
     prefix: str = DEFAULT_PREFIX
     slots: int = 1
+    # CPU budget of every node (None: no budget, an explicitly unfaithful cluster) and the CFS
+    # period over which the kernel enforces it.
+    cpus_per_node: float | None = None
+    cfs_period_us: int = DEFAULT_CFS_PERIOD_US
 
     @property
     def node_names(self) -> list[str]:
@@ -44,8 +53,36 @@ def bandwidth_bits_per_s(bandwidth: str) -> float:
     return float(match.group(1)) * _BITS_PER_UNIT[match.group(2)]
 
 
-def make_spec(name: str, nodes: int, bandwidth: str, prefix: str, slots: int) -> ClusterSpec:
-    """Validate the `cluster up` arguments; raise UsageError naming the first bad one."""
+def parse_cpus_per_node(text: str | float | None, nodes: int) -> float | None:
+    """`--cpus-per-node`: a number of CPUs, `off`, or None for the default fair share."""
+    from archbench.cluster import cgroups
+
+    if text is None:
+        return cgroups.default_cpus_per_node(nodes)
+    if str(text).strip().lower() == CPU_BUDGET_OFF:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(
+            f"--cpus-per-node {text!r} is not a number of CPUs (e.g. 0.45) or 'off'"
+        ) from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise UsageError(f"--cpus-per-node {text} must be a positive number of CPUs")
+    return value
+
+
+def make_spec(
+    name: str,
+    nodes: int,
+    bandwidth: str,
+    prefix: str,
+    slots: int,
+    cpus_per_node: str | float | None = None,
+    cfs_period_ms: float | None = None,
+) -> ClusterSpec:
+    """Validate the `cluster up` arguments; raise UsageError naming the first bad one.
+    `cpus_per_node` None means the default fair share; "off" means no budget."""
     if not _NAME_RE.match(name):
         raise UsageError(
             f"cluster name {name!r} must be 1-40 letters, digits, '.', '_' or '-' (starting with a letter or digit)"
@@ -60,4 +97,18 @@ def make_spec(name: str, nodes: int, bandwidth: str, prefix: str, slots: int) ->
     bits = bandwidth_bits_per_s(bandwidth)
     if not _MIN_BITS_PER_S <= bits <= _MAX_BITS_PER_S:
         raise UsageError(f"bandwidth {bandwidth} is out of range 1mbit..100gbit")
-    return ClusterSpec(name=name, nodes=nodes, bandwidth=bandwidth, prefix=prefix, slots=slots)
+    cpus = parse_cpus_per_node(cpus_per_node, nodes)
+    period_us = DEFAULT_CFS_PERIOD_US if cfs_period_ms is None else int(round(cfs_period_ms * 1000))
+    if cpus is not None:
+        from archbench.cluster import cgroups
+
+        cgroups.check_budget(cpus, nodes, period_us)
+    return ClusterSpec(
+        name=name,
+        nodes=nodes,
+        bandwidth=bandwidth,
+        prefix=prefix,
+        slots=slots,
+        cpus_per_node=cpus,
+        cfs_period_us=period_us,
+    )

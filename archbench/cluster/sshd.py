@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from archbench.cluster.cgroups import join_groups
 from archbench.cluster.preflight import find_tool
 from archbench.errors import RunFailed
 
@@ -101,15 +102,27 @@ def ensure_privsep_dir() -> bool:
     return True
 
 
-def start_sshd(namespace: str, hostname: str, config: Path, log: Path) -> int:
+def start_sshd(
+    namespace: str,
+    hostname: str,
+    config: Path,
+    log: Path,
+    cgroup_dirs: list[Path] | None = None,
+    mount_script: str = "",
+) -> int:
     """Start sshd in the foreground inside the node; the returned pid is sshd's own
-    (`ip netns exec`, `unshare` and `sh -c 'exec ...'` all exec in place)."""
+    (`ip netns exec`, `unshare` and `sh -c 'exec ...'` all exec in place). With `cgroup_dirs`
+    the shell joins the node's CPU-budget groups before it becomes sshd, so sshd and everything
+    it starts (sessions, orted, ranks) run inside the budget from their first instruction;
+    `mount_script` runs in the node's mount namespace first (the cgroup trees, so that ranks
+    can read their budget)."""
     sshd = find_tool("sshd")
     if sshd is None:
         raise RunFailed("sshd not found")
     command = [
         "ip", "netns", "exec", namespace, "unshare", "--uts", "--",
-        "sh", "-c", 'hostname "$1" && exec "$2" -D -f "$3" -E "$4"', "sh",
+        "sh", "-c", (mount_script + " && " if mount_script else "")
+        + 'hostname "$1" && exec "$2" -D -f "$3" -E "$4"', "sh",
         hostname, sshd, str(config), str(log),
     ]  # fmt: skip
     with open(log, "ab") as log_handle:
@@ -120,6 +133,9 @@ def start_sshd(namespace: str, hostname: str, config: Path, log: Path) -> int:
             stderr=log_handle,
             start_new_session=True,
             close_fds=True,
+            # Joined in the child before exec, from the host's view of /sys (`ip netns exec`
+            # mounts a /sys without the cgroup trees): no instant outside the budget.
+            preexec_fn=(lambda: join_groups(cgroup_dirs)) if cgroup_dirs else None,
         )
     return process.pid
 

@@ -35,6 +35,7 @@ class NodeState:
     address: str
     host_veth: str  # the veth end on the host, enslaved to the bridge
     sshd_pid: int | None = None
+    cgroup_dirs: list[str] = field(default_factory=list)  # the CPU budget's groups it joins
 
 
 @dataclass
@@ -56,6 +57,10 @@ class ClusterState:
     ssh_config: str = ""
     mca_params: str = ""
     created_at: str = ""
+    cpus_per_node: float | None = None  # the CPU budget of every node; None: not budgeted
+    cfs_period_us: int | None = None
+    cgroup: str | None = None  # "v1" | "v2": the interface that enforces the budget
+    host_netns: int | None = None  # inode of the host's network namespace (link counters)
 
     @property
     def node_names(self) -> list[str]:
@@ -126,6 +131,21 @@ def cluster_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def cluster_of(hostnames: list[str]) -> ClusterState | None:
+    """The emulated cluster that is up and has every one of these hosts as a node, or None
+    (a real cluster, a single machine, or a mix)."""
+    short_names = {hostname.split(".")[0] for hostname in hostnames if hostname}
+    if not short_names:
+        return None
+    try:
+        for state in list_states():
+            if short_names <= set(state.node_names) and is_up(state):
+                return state
+    except OSError:
+        return None
+    return None
 
 
 def current_link(hostnames: list[str]) -> str | None:

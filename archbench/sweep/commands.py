@@ -163,11 +163,11 @@ def launch_argv(
     launcher_args: list[str],
     forward_env: list[str],
 ) -> list[str]:
-    """The whole command: train alone for `single`, else under mpirun or horovodrun."""
-    if config["arch"] not in MULTI_PROCESS:
+    """The whole command: train alone without a hostfile (`single` on localhost), else under
+    mpirun or horovodrun (`single` on a cluster: one rank on the first host, under mpirun)."""
+    if hostfile is None:
         return train
-    assert hostfile is not None
-    if config.get("launcher", "mpirun") == "horovodrun":
+    if config["arch"] in MULTI_PROCESS and config.get("launcher", "mpirun") == "horovodrun":
         argv = [horovodrun_path(train[0]), "-np", str(world_size), "--hostfile", hostfile]
         if config.get("controller"):
             argv.append(f"--{config['controller']}")

@@ -29,7 +29,7 @@ from archbench.sweep.commands import (
 from archbench.sweep.emulated import EmulatedCluster
 from archbench.sweep.hosts import resolve_target
 from archbench.sweep.launch_failures import LAUNCH_FAILED
-from archbench.sweep.parameters import MULTI_PROCESS, PLACEMENT_POLICIES
+from archbench.sweep.parameters import PLACEMENT_POLICIES
 from archbench.sweep.plan import PlannedRun, StudyPlan, build_plan, describe
 from archbench.sweep.progress import Progress
 from archbench.sweep.runner import GRACE_S, RunningProcess, kill_marked
@@ -101,7 +101,7 @@ class Sweep:
         run_dir = self.runs_dir / run.run_id
         record_path = run_dir / "record.jsonl"
         hostfile = None
-        if run.arch in MULTI_PROCESS:
+        if run.launched:
             placement = run.config.get("placement")
             if placement is not None and placement not in PLACEMENT_POLICIES:
                 hostfile = os.path.abspath(placement)
@@ -110,10 +110,11 @@ class Sweep:
         train = train_argv(run.config, self.python, str(record_path), run.run_id, self.spec.name)
         forward = [*self.spec.env, *RUN_ENV]
         argv = launch_argv(
-            run.config, train, hostfile, run.world_size, self.spec.launcher_args, forward
-        )
+            run.config, train, hostfile if run.launched else None, run.world_size,
+            self.spec.launcher_args, forward,
+        )  # fmt: skip
         env_shown = dict(self.spec.env)
-        if run.arch in MULTI_PROCESS:
+        if run.launched:
             env_shown.update(root_mpi_env())
         return PreparedRun(run, run_dir, record_path, hostfile, argv, env_shown)
 
@@ -281,7 +282,7 @@ class Sweep:
         (prepared.run_dir / "command.txt").write_text(prepared.command + "\n")
         (prepared.run_dir / "attempt").write_text(f"{attempt}\n")
         env = {**os.environ, **self.spec.env, **RUN_ENV}
-        if run.arch in MULTI_PROCESS:
+        if run.launched:
             env.update(root_mpi_env())
         started_at = now_iso()
         self.current = RunningProcess(

@@ -14,7 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from archbench.config import ARCHITECTURES, COMPRESSIONS, DATASETS, P2P_SCHEDULES, PS_SHARDINGS
+from archbench.config import (
+    ALLREDUCE_ALGORITHMS,
+    ARCHITECTURES,
+    COMPRESSIONS,
+    DATASETS,
+    P2P_SCHEDULES,
+    PS_SHARDINGS,
+)
 
 MULTI_PROCESS = frozenset({"ring", "p2p", "ps"})
 ALL_ARCHS = frozenset(ARCHITECTURES)
@@ -191,6 +198,13 @@ SETTINGS: dict[str, Setting] = {
             numeric=True,
         ),
         _s("compression", "choice", _ONLY_RING, "--compression", choices=COMPRESSIONS),
+        _s(
+            "allreduce_algorithm",
+            "choice",
+            _ONLY_RING,
+            "--allreduce-algorithm",
+            choices=ALLREDUCE_ALGORITHMS,
+        ),  # fmt: skip
         _s("num_ps", "int", _ONLY_PS, "--num-ps", minimum=1, numeric=True),
         _s("sync", "bool", _ONLY_PS, "--sync"),
         _s("ps_sharding", "choice", _ONLY_PS, "--ps-sharding", choices=PS_SHARDINGS),

@@ -34,6 +34,9 @@ class PlannedRun:
     factors: dict[str, Any]  # the factor levels that picked this configuration
     layout: tuple[tuple[str, int], ...]  # (host, ranks) in rank order
     timeout_s: float
+    # Started by a launcher from a hostfile: every multi-process run, and on a cluster (emulated,
+    # Slurm) also `single`, so the baseline runs on a node, inside that node's CPU budget.
+    launched: bool = True
 
     @property
     def arch(self) -> str:
@@ -176,6 +179,7 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
                     factors=factors,
                     layout=layout,
                     timeout_s=spec.timeout_for(run_config),
+                    launched=config["arch"] in MULTI_PROCESS or target.kind != "localhost",
                 )
             )
     if spec.order == "random":

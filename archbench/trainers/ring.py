@@ -12,6 +12,35 @@ import os
 
 from archbench.trainers.base import KerasTrainer
 
+# Open MPI's coll/tuned allreduce algorithms: 4 is the ring (reduce-scatter, then allgather).
+OMPI_RING_ALLREDUCE = "4"
+_OMPI_ALGORITHM_VARS = (
+    "OMPI_MCA_coll_tuned_use_dynamic_rules",
+    "OMPI_MCA_coll_tuned_allreduce_algorithm",
+)
+
+
+def mpi_allreduce_environment(algorithm: str) -> dict[str, str]:
+    """The MCA variables that select the MPI allreduce algorithm (none for the default)."""
+    if algorithm == "ring":
+        return dict(zip(_OMPI_ALGORITHM_VARS, ("1", OMPI_RING_ALLREDUCE), strict=True))
+    return {}
+
+
+def allreduce_algorithm_run(controller: str, nccl: bool = False) -> str:
+    """What the record calls the algorithm that ran, as `<library>:<algorithm>`, read from what
+    the library was given at init (the MCA variables in this process's environment)."""
+    if nccl:
+        return f"nccl:{os.environ.get('NCCL_ALGO', 'auto').lower()}"
+    if controller == "gloo":
+        return "gloo:ring"  # Horovod calls gloo::allreduce, whose default algorithm is the ring
+    if controller != "mpi":
+        return "unknown"
+    if os.environ.get("OMPI_MCA_coll_tuned_use_dynamic_rules") != "1":
+        return "mpi:default"
+    forced = os.environ.get("OMPI_MCA_coll_tuned_allreduce_algorithm", "0")
+    return "mpi:ring" if forced == OMPI_RING_ALLREDUCE else f"mpi:tuned-{forced}"
+
 
 class RingTrainer(KerasTrainer):
     arch = "ring"
@@ -22,6 +51,9 @@ class RingTrainer(KerasTrainer):
             int(self.config.fusion_threshold_mb * 1024 * 1024)
         )
         os.environ["HOROVOD_CYCLE_TIME"] = str(self.config.cycle_time_ms)
+        # Open MPI reads its MCA parameters from the environment in MPI_Init (inside
+        # hvd.init), so the algorithm is chosen here, per run, not by the launcher.
+        os.environ.update(mpi_allreduce_environment(self.config.allreduce_algorithm))
         import horovod.tensorflow as hvd
 
         self.hvd = hvd
@@ -83,7 +115,16 @@ class RingTrainer(KerasTrainer):
         }
 
     def extra_record(self) -> dict:
-        return {"controller": self.controller, "nccl_built": bool(self.hvd.nccl_built())}
+        return {
+            "controller": self.controller,
+            "nccl_built": bool(self.hvd.nccl_built()),
+            "allreduce_algorithm": allreduce_algorithm_run(self.controller, self._nccl_in_use()),
+        }
+
+    def _nccl_in_use(self) -> bool:
+        import tensorflow as tf
+
+        return bool(self.hvd.nccl_built()) and bool(tf.config.list_physical_devices("GPU"))
 
     def finish(self) -> None:
         self.hvd.join()

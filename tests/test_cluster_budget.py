@@ -1,0 +1,134 @@
+"""CPU budgets of emulated nodes: the kernel's CFS groups are made by `up`, hold every process a
+node runs, cap a busy loop at the budget, and are gone after `down`, also after a killed `up`.
+Uses clusters of its own (cb1.., ck1..), beside the session's node1..node3 cluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cluster_fixture import PROJECT_ROOT, run_cluster_command
+
+from archbench.cluster import cgroups
+from archbench.cluster.preflight import cluster_unavailable_reason
+from archbench.cluster.state import load_state
+
+pytestmark = pytest.mark.skipif(
+    cluster_unavailable_reason() is not None or cgroups.detect() is None,
+    reason=str(cluster_unavailable_reason() or cgroups.unavailable_reason()),
+)
+
+# Spins for the wall time given, then prints the CPU seconds it got per wall second.
+BUSY_LOOP = (
+    "import time,sys\n"
+    "start=time.monotonic(); cpu=time.process_time()\n"
+    "while time.monotonic()-start<float(sys.argv[1]): pass\n"
+    "print((time.process_time()-cpu)/(time.monotonic()-start))\n"
+)
+
+
+def _ssh(node: str, *words: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ssh", node, *words], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def _groups_of(cluster: str) -> list[Path]:
+    hierarchy = cgroups.detect()
+    return [path for path in cgroups.leftover_groups(hierarchy) if f"/{cluster}" in str(path)]
+
+
+def test_budget_holds_every_process_of_a_node_and_is_removed_by_down() -> None:
+    name, prefix = "budgettest", "cb"
+    try:
+        up = run_cluster_command(
+            "up", "--name", name, "--prefix", prefix, "--nodes", "2", "--bandwidth", "100mbit",
+            "--cpus-per-node", "0.3", "--cfs-period-ms", "10",
+        )  # fmt: skip
+        assert up.returncode == 0, up.stderr
+        assert "0.3 CPUs per node" in up.stdout
+        state = load_state(name)
+        assert state is not None and state.cpus_per_node == 0.3 and state.cfs_period_us == 10_000
+        hierarchy = cgroups.detect()
+        for node in state.nodes:
+            group = hierarchy.node_dir(name, node.name)
+            if hierarchy.version == "v1":
+                assert (group / "cpu.cfs_quota_us").read_text().strip() == "3000"
+                assert (group / "cpu.cfs_period_us").read_text().strip() == "10000"
+            else:
+                assert (group / "cpu.max").read_text().split() == ["3000", "10000"]
+            assert str(node.sshd_pid) in (group / "cgroup.procs").read_text().split()
+
+        # A session's process is in its node's group and reads its own budget there.
+        probe = _ssh(
+            "cb2",
+            f"cd {PROJECT_ROOT} && {sys.executable} -c "
+            "'from archbench.cluster.cgroups import process_budget; b = process_budget(); "
+            "print(b.cpus, b.group)'",
+        )
+        assert probe.returncode == 0, probe.stderr
+        assert probe.stdout.split() == ["0.3", f"/archbench/{name}/cb2"]
+
+        # The kernel caps a busy loop at the budget (an upper bound the kernel enforces, so
+        # it holds on a busy machine too; a loop alone would take a whole core).
+        loop = _ssh("cb1", "python3", "-c", f"'{BUSY_LOOP}'", "1.5")
+        assert loop.returncode == 0, loop.stderr
+        assert float(loop.stdout) <= 0.3 * 1.1
+
+        status = run_cluster_command("status", "--name", name)
+        assert "0.3 CPUs per node (cgroup" in status.stdout
+    finally:
+        down = run_cluster_command("down", "--name", name)
+    assert down.returncode == 0, down.stderr
+    assert _groups_of(name) == []
+
+
+def test_a_killed_up_leaves_no_group_after_down() -> None:
+    name, prefix = "budgetkill", "ck"
+    command = [
+        sys.executable, "-m", "archbench.cli", "cluster", "up", "--name", name,
+        "--prefix", prefix, "--nodes", "3", "--cpus-per-node", "0.2",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not _groups_of(name) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _groups_of(name), "up never made its groups"
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+    finally:
+        down = run_cluster_command("down", "--name", name)
+    assert down.returncode == 0, down.stderr
+    assert _groups_of(name) == []
+    assert not any(line.startswith(prefix) for line in _netns())
+
+
+def _netns() -> list[str]:
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--nodes", "4", "--cpus-per-node", "0.6"], "more than this machine's"),
+        (["--nodes", "2", "--cpus-per-node", "many"], "is not a number of CPUs"),
+        (["--nodes", "2", "--cpus-per-node", "-1"], "must be a positive number"),
+        (["--nodes", "2", "--cpus-per-node", "0.05", "--cfs-period-ms", "10"], "1 ms minimum"),
+        (["--nodes", "2", "--cfs-period-ms", "5000"], "out of range"),
+    ],
+)
+def test_bad_budgets_get_one_line_and_exit_2(args: list[str], message: str) -> None:
+    cores = len(os.sched_getaffinity(0))
+    if "0.6" in args and 0.6 * 4 <= cores:
+        pytest.skip(f"{cores} cores hold four 0.6-CPU nodes")
+    result = run_cluster_command("up", "--name", "badbudget", "--prefix", "bb", *args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert load_state("badbudget") is None and _groups_of("badbudget") == []
