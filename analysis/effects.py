@@ -19,7 +19,10 @@ HOW_TO_READ = (
     "levels over all successful runs at that level (bars: standard error of that mean), the "
     "dashed line the overall mean. A steep panel is a factor that matters. Where the study has "
     "several workloads, each gets its own line and the response is taken relative to that "
-    "workload's mean, so workloads of different size compare. The ranking orders factors by "
+    "workload's mean, so workloads of different size compare. Speed is time per epoch (the "
+    "data set's samples at the median step's throughput), never a run's raw training time: "
+    "runs with more workers process more samples in the same number of steps. The ranking "
+    "orders factors by "
     "eta², the share of the response's variance explained by the factor alone (one-way ANOVA; "
     "p-values from the F test). Factors that apply to some architectures only (e.g. sync for "
     "PS) are measured over the runs they apply to, and factors varied together with the "
@@ -37,7 +40,9 @@ class Response:
 
 
 RESPONSES = (
-    Response("train_s", "training time", "s", "× workload mean", "main_effects_time"),
+    # Time per epoch, not the run's training time: runs of a study share `steps`, so a run with
+    # more workers processes more samples; only time for the same data ranks fairly.
+    Response("epoch_s", "time per epoch", "s", "× workload mean", "main_effects_time"),
     Response(
         "test_accuracy",
         "final test accuracy",
@@ -198,7 +203,7 @@ def plot_ranking(ranking: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
         ax.set_xlabel("η² (share of variance explained)")
         ax.grid(axis="y", visible=False)
         plotting.panel_title(ax, response.name)
-    headline = findings.effects_sentence(ranking, "train_s") or findings.effects_sentence(
+    headline = findings.effects_sentence(ranking, "epoch_s") or findings.effects_sentence(
         ranking, "test_accuracy"
     )
     # Nothing here is labelled, so no legend is added.

@@ -319,7 +319,7 @@ def accuracy_findings(table: pd.DataFrame) -> list[str]:
 
 # --- factor effects ------------------------------------------------------------------------
 
-RESPONSE_NAMES = {"train_s": "training time", "test_accuracy": "final test accuracy"}
+RESPONSE_NAMES = {"epoch_s": "time per epoch", "test_accuracy": "final test accuracy"}
 
 
 def effects_headline(ranking: pd.DataFrame, response: str) -> str | None:
@@ -398,7 +398,7 @@ def transfer_findings(best: pd.DataFrame | None, pairs: pd.DataFrame | None) -> 
     sentences = []
     if best is not None and not best.empty:
         parts = [
-            f"{row['workload']}: {row['config']} ({plus_minus(row['train_s'], row['train_s_std'], ' s')})"
+            f"{row['workload']}: {row['config']} ({plus_minus(row['epoch_s'], row['epoch_s_std'], ' s')} per epoch)"
             for _, row in best.iterrows()
         ]
         sentences.append("Fastest configuration per workload — " + "; ".join(parts) + ".")
@@ -406,7 +406,7 @@ def transfer_findings(best: pd.DataFrame | None, pairs: pd.DataFrame | None) -> 
         for _, row in pairs.iterrows():
             rho, r = row["spearman_rho"], row["pearson_r"]
             corr = (
-                f"training times correlate with Pearson r = {num(r, 2)} and Spearman "
+                f"times per epoch correlate with Pearson r = {num(r, 2)} and Spearman "
                 f"ρ = {num(rho, 2)} over {int(row['matched'])} matched configurations"
                 if not math.isnan(rho)
                 else f"only {int(row['matched'])} matched configuration(s), too few to correlate"

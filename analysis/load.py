@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.fidelity import fidelity_notes
 from analysis.machine_load import overload_note
 from archbench.errors import UsageError
 
@@ -40,7 +41,10 @@ FIELD_COLUMNS: dict[str, str] = {
     "num_ps": "config.num_ps",
     "samples_per_s": "timing.samples_per_s",
     "train_s": "timing.train_s",
+    "epoch_s": "timing.epoch_s",
+    "samples_per_epoch": "timing.samples_per_epoch",
     "wall_s": "timing.wall_s",
+    "cpus_per_node": "cluster.cpus_per_node",
     "step_s": "timing.step_s_median",
     "step_s_p10": "timing.step_s_p10",
     "step_s_p90": "timing.step_s_p90",
@@ -277,6 +281,21 @@ def _row(flat: dict[str, Any]) -> dict[str, Any]:
     else:
         row["exposed_from"] = "exposed_comm_s"
     row["exposed_comm_s"] = max(exposed, 0.0) if not math.isnan(exposed) else math.nan
+    if math.isnan(row["epoch_s"]):
+        # Older records: one epoch of the configured data set at the median step's throughput.
+        from archbench.perfmodel.modelinfo import train_size
+
+        config = {key[len("config.") :]: v for key, v in flat.items() if key.startswith("config.")}
+        samples = _number(train_size(config))
+        if row["samples_per_s"] > 0:
+            row["epoch_s"] = samples / row["samples_per_s"]
+    per_rank = flat.get("timing.compute_s_median_per_rank")
+    row["compute_s_per_worker"] = (
+        [_number(value) for value in per_rank if value is not None]
+        if isinstance(per_rank, list)
+        else []
+    )
+    row["emulated"] = bool(flat.get("fidelity.emulated"))
     epochs = flat.get("timing.epochs")
     row["epochs"] = epochs if isinstance(epochs, list) else []
     if "result.time_to_target_s" not in flat:
@@ -581,7 +600,8 @@ def _quality_notes(
                 "successful repetition: they have no spread over repetitions; where a "
                 "figure can, it shows the run's own step p10-p90 spread instead."
             )
-        overloaded = overload_note(ok)
+        overloaded = overload_note(ok[ok["cpus_per_node"].isna()])
         if overloaded:
             notes.append(overloaded)
+        notes.extend(fidelity_notes(ok))
     return notes

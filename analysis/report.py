@@ -140,8 +140,8 @@ COLUMNS: dict[str, list[tuple[str, str, Callable[[Any], str]]]] = {
     "best_config": [
         ("workload", "workload", _plain),
         ("config", "fastest configuration", _plain),
-        ("train_s", "training time (s)", _plain),
-        ("train_s_std", "± std", _plain),
+        ("epoch_s", "time per epoch (s)", _plain),
+        ("epoch_s_std", "± std", _plain),
         ("n", "reps", _plain),
         ("test_accuracy", "test accuracy", _pct),
         ("configs_measured", "configurations", _plain),

@@ -22,10 +22,12 @@ MAX_PAIR_PANELS = 6
 
 HOW_TO_READ = (
     "A configuration is one combination of the study's factor levels other than the workload; "
-    "its training time is the mean `train_s` over repetitions. The first table names the "
+    "its time is the mean time per epoch (`timing.epoch_s`: the data set's samples at the "
+    "median step's throughput) over repetitions, so configurations that processed different "
+    "numbers of samples compare on equal work. The first table names the "
     "fastest configuration of each workload. For each pair of workloads, over the "
     "configurations measured on both: Pearson r (linear) and Spearman ρ (rank) correlation of "
-    "their training times; the overlap of the two top-10% sets (at least one configuration "
+    "their times per epoch; the overlap of the two top-10% sets (at least one configuration "
     "each); and where each workload's optimum ranks on the other (1 = also the best there) "
     "with its slowdown there (its time ÷ that workload's best time; 1.00× = optimal). In the "
     "scatter each point is a configuration; points on a rising line mean the ranking transfers."
@@ -33,35 +35,35 @@ HOW_TO_READ = (
 
 
 def config_times(study: Study) -> pd.DataFrame:
-    """Mean training time per workload × configuration."""
-    summary = per_config(study.ok, ["workload"], "train_s", extra=("test_accuracy",))
-    return summary.rename(columns={"mean": "train_s", "std": "train_s_std"})
+    """Mean time per epoch per workload × configuration."""
+    summary = per_config(study.ok, ["workload"], "epoch_s", extra=("test_accuracy",))
+    return summary.rename(columns={"mean": "epoch_s", "std": "epoch_s_std"})
 
 
 def best_table(times: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for workload, part in times.groupby("workload", sort=True):
-        part = part.sort_values(["train_s", "config"])
+        part = part.sort_values(["epoch_s", "config"])
         best = part.iloc[0]
         row = {
             "workload": workload,
             "config": best["config"],
-            "train_s": best["train_s"],
-            "train_s_std": best["train_s_std"],
+            "epoch_s": best["epoch_s"],
+            "epoch_s_std": best["epoch_s_std"],
             "n": int(best["n"]),
             "test_accuracy": best["test_accuracy"],
             "configs_measured": len(part),
         }
         if len(part) > 1:
             row["runner_up"] = part.iloc[1]["config"]
-            row["runner_up_slowdown"] = part.iloc[1]["train_s"] / best["train_s"]
+            row["runner_up_slowdown"] = part.iloc[1]["epoch_s"] / best["epoch_s"]
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def pair_row(times: pd.DataFrame, a: str, b: str) -> dict[str, object]:
-    left = times[times["workload"] == a].set_index("config")["train_s"]
-    right = times[times["workload"] == b].set_index("config")["train_s"]
+    left = times[times["workload"] == a].set_index("config")["epoch_s"]
+    right = times[times["workload"] == b].set_index("config")["epoch_s"]
     matched = sorted(set(left.index) & set(right.index))
     ta, tb = left.loc[matched], right.loc[matched]
     k = top_fraction_count(len(matched), TOP_FRACTION)
@@ -110,12 +112,12 @@ def plot_pairs(times: pd.DataFrame, pairs: pd.DataFrame, fig_dir: Path) -> Figur
         left = times[times["workload"] == a].set_index("config")
         right = times[times["workload"] == b].set_index("config")
         matched = sorted(set(left.index) & set(right.index))
-        x, y = left.loc[matched, "train_s"], right.loc[matched, "train_s"]
+        x, y = left.loc[matched, "epoch_s"], right.loc[matched, "epoch_s"]
         ax.errorbar(
             x,
             y,
-            xerr=left.loc[matched, "train_s_std"].fillna(0.0),
-            yerr=right.loc[matched, "train_s_std"].fillna(0.0),
+            xerr=left.loc[matched, "epoch_s_std"].fillna(0.0),
+            yerr=right.loc[matched, "epoch_s_std"].fillna(0.0),
             fmt="o",
             color="#4c72b0",
             alpha=0.8,
@@ -142,8 +144,8 @@ def plot_pairs(times: pd.DataFrame, pairs: pd.DataFrame, fig_dir: Path) -> Figur
             color="#1b9e77",
             label=f"fastest on {b}" if len(shown) == 1 else "fastest on the y-axis workload",
         )
-        ax.set_xlabel(f"training time on {a} (s)")
-        ax.set_ylabel(f"training time on {b} (s)")
+        ax.set_xlabel(f"time per epoch on {a} (s)")
+        ax.set_ylabel(f"time per epoch on {b} (s)")
         # Wide ranges on log axes (both, so the two read alike), with plain-number labels.
         wide = any(v.max() / max(v.min(), 1e-12) > 10 for v in (x, y))
         if len(matched) > 2 and wide:
@@ -182,7 +184,7 @@ def build(study: Study, fig_dir: Path) -> Section:
     times = config_times(study)
     if times.empty:
         return section.skip(
-            "Optima and transfer", "no successful run recorded its training time (train_s)"
+            "Optima and transfer", "no successful run recorded its time per epoch (timing.epoch_s)"
         )
     best = best_table(times)
     section.tables.append(Table("best_config", "Fastest configuration per workload", best))

@@ -284,10 +284,16 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         "wall_s": time.time() - state.start_time,
         "train_s": loop_result.train_s,
         **step_statistics(loop_result, global_batch, min(config.warmup_steps, loop_result.steps)),
+        # Equal work: the time one epoch of this data set takes at the median step, so runs
+        # with different worker counts (and sample counts) compare on the same amount of data.
+        "samples_per_epoch": data.train_size,
+        "epoch_s": None,
         # Each worker's compute (forward + backward) median, in rank order; null for servers.
         "compute_s_median_per_rank": compute_per_rank,
         "epochs": loop_result.evaluations,
     }
+    if timing.get("samples_per_s"):
+        timing["epoch_s"] = data.train_size / timing["samples_per_s"]
     comm = {**trainer.comm_stats(loop_result.steps), **extra}
     record_config = config.as_record(place.size, num_workers)
     record_config["controller"] = extra.get("controller", _default_controller(config))

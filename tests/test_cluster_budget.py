@@ -48,20 +48,21 @@ def test_budget_holds_every_process_of_a_node_and_is_removed_by_down() -> None:
     try:
         up = run_cluster_command(
             "up", "--name", name, "--prefix", prefix, "--nodes", "2", "--bandwidth", "100mbit",
-            "--cpus-per-node", "0.3", "--cfs-period-ms", "10",
+            # Small enough to fit beside the session cluster's budgets.
+            "--cpus-per-node", "0.05", "--cfs-period-ms", "20",
         )  # fmt: skip
         assert up.returncode == 0, up.stderr
-        assert "0.3 CPUs per node" in up.stdout
+        assert "0.05 CPUs per node" in up.stdout
         state = load_state(name)
-        assert state is not None and state.cpus_per_node == 0.3 and state.cfs_period_us == 10_000
+        assert state is not None and state.cpus_per_node == 0.05 and state.cfs_period_us == 20_000
         hierarchy = cgroups.detect()
         for node in state.nodes:
             group = hierarchy.node_dir(name, node.name)
             if hierarchy.version == "v1":
-                assert (group / "cpu.cfs_quota_us").read_text().strip() == "3000"
-                assert (group / "cpu.cfs_period_us").read_text().strip() == "10000"
+                assert (group / "cpu.cfs_quota_us").read_text().strip() == "1000"
+                assert (group / "cpu.cfs_period_us").read_text().strip() == "20000"
             else:
-                assert (group / "cpu.max").read_text().split() == ["3000", "10000"]
+                assert (group / "cpu.max").read_text().split() == ["1000", "20000"]
             assert str(node.sshd_pid) in (group / "cgroup.procs").read_text().split()
 
         # A session's process is in its node's group and reads its own budget there.
@@ -72,16 +73,16 @@ def test_budget_holds_every_process_of_a_node_and_is_removed_by_down() -> None:
             "print(b.cpus, b.group)'",
         )
         assert probe.returncode == 0, probe.stderr
-        assert probe.stdout.split() == ["0.3", f"/archbench/{name}/cb2"]
+        assert probe.stdout.split() == ["0.05", f"/archbench/{name}/cb2"]
 
         # The kernel caps a busy loop at the budget (an upper bound the kernel enforces, so
         # it holds on a busy machine too; a loop alone would take a whole core).
         loop = _ssh("cb1", "python3", "-c", f"'{BUSY_LOOP}'", "1.5")
         assert loop.returncode == 0, loop.stderr
-        assert float(loop.stdout) <= 0.3 * 1.1
+        assert float(loop.stdout) <= 0.05 * 1.1
 
         status = run_cluster_command("status", "--name", name)
-        assert "0.3 CPUs per node (cgroup" in status.stdout
+        assert "0.05 CPUs per node (cgroup" in status.stdout
     finally:
         down = run_cluster_command("down", "--name", name)
     assert down.returncode == 0, down.stderr
@@ -92,7 +93,7 @@ def test_a_killed_up_leaves_no_group_after_down() -> None:
     name, prefix = "budgetkill", "ck"
     command = [
         sys.executable, "-m", "archbench.cli", "cluster", "up", "--name", name,
-        "--prefix", prefix, "--nodes", "3", "--cpus-per-node", "0.2",
+        "--prefix", prefix, "--nodes", "3", "--cpus-per-node", "0.02", "--cfs-period-ms", "50",
     ]  # fmt: skip
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, start_new_session=True)
     try:
@@ -116,7 +117,7 @@ def _netns() -> list[str]:
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--nodes", "4", "--cpus-per-node", "0.6"], "more than this machine's"),
+        (["--nodes", "4", "--cpus-per-node", "4"], "more than this machine's"),
         (["--nodes", "2", "--cpus-per-node", "many"], "is not a number of CPUs"),
         (["--nodes", "2", "--cpus-per-node", "-1"], "must be a positive number"),
         (["--nodes", "2", "--cpus-per-node", "0.05", "--cfs-period-ms", "10"], "1 ms minimum"),
@@ -125,8 +126,8 @@ def _netns() -> list[str]:
 )
 def test_bad_budgets_get_one_line_and_exit_2(args: list[str], message: str) -> None:
     cores = len(os.sched_getaffinity(0))
-    if "0.6" in args and 0.6 * 4 <= cores:
-        pytest.skip(f"{cores} cores hold four 0.6-CPU nodes")
+    if "4" in args and 16 <= cores:
+        pytest.skip(f"{cores} cores hold four 4-CPU nodes")
     result = run_cluster_command("up", "--name", "badbudget", "--prefix", "bb", *args)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()

@@ -124,23 +124,25 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def default_cpus_per_node(nodes: int, cores: int | None = None) -> float:
-    """A fair share that leaves a tenth of the machine to mpirun, sshd and the sweep driver."""
-    cores = cores or usable_cores()
-    return round(0.9 * cores / nodes, 3)
+def default_cpus_per_node(nodes: int, free_cpus: float) -> float:
+    """A fair share of the free CPUs that leaves a tenth to mpirun, sshd and the sweep driver."""
+    return round(0.9 * max(free_cpus, 0.0) / nodes, 3)
 
 
-def check_budget(
-    cpus_per_node: float, nodes: int, period_us: int, cores: int | None = None
-) -> None:
-    """UsageError unless the budgets fit the machine and the kernel's limits."""
-    cores = cores or usable_cores()
+def check_budget(cpus_per_node: float, nodes: int, period_us: int, committed: float = 0.0) -> None:
+    """UsageError unless the budgets fit the machine (beside the budgets of other clusters,
+    `committed` CPUs) and the kernel's limits."""
+    cores = usable_cores()
     if not cpus_per_node > 0:
-        raise UsageError(f"--cpus-per-node {cpus_per_node} must be positive")
-    if cpus_per_node * nodes > cores + 1e-9:
         raise UsageError(
-            f"--cpus-per-node {cpus_per_node} x {nodes} nodes = {cpus_per_node * nodes:g} cores, "
-            f"more than this machine's {cores}: the nodes would share cores"
+            f"no CPUs left for node budgets: other emulated clusters hold {committed:g} of "
+            f"this machine's {cores} (bring one down, or pass --cpus-per-node off)"
+        )
+    if cpus_per_node * nodes + committed > cores + 1e-9:
+        held = f" beside the {committed:g} that other clusters' budgets hold" if committed else ""
+        raise UsageError(
+            f"--cpus-per-node {cpus_per_node:g} x {nodes} nodes = {cpus_per_node * nodes:g} "
+            f"CPUs{held}, more than this machine's {cores}: the nodes would share cores"
         )
     if not MIN_PERIOD_US <= period_us <= MAX_PERIOD_US:
         raise UsageError(f"--cfs-period-ms {period_us / 1000:g} is out of range 1..1000")

@@ -53,8 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         metavar="MS",
-        help="CFS period over which the budget is enforced (default 10; the quota is "
-        "CPUS x period and must be at least 1 ms)",
+        help="CFS period over which the budget is enforced (default: the shortest whose quota, "
+        "CPUS x period, is at least the kernel's 1 ms, in 0.5 ms steps and at least 2 ms)",
     )
     up.add_argument(
         "--latency",

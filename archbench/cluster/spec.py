@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -11,10 +12,12 @@ DEFAULT_NAME = "emulated"
 DEFAULT_PREFIX = "node"
 DEFAULT_BANDWIDTH = "1gbit"
 MAX_NODES = 64
-# 10 ms: the step-time spread of a millisecond step is far lower than under the kernel's default
-# 100 ms period (a throttled task waits up to a whole period), and the quotas of a few tenths of
-# a core stay well above the kernel's 1 ms minimum. Measured: archbench/cluster/README.md.
-DEFAULT_CFS_PERIOD_US = 10_000
+# The CFS period is the shortest the kernel allows for the budget (its quota must be >= 1 ms),
+# rounded up to 0.5 ms and at least 2 ms: a node's budget then holds over windows shorter than a
+# training step's compute, so a rank that spins while it waits (MPI) and one that blocks (gRPC,
+# Gloo) compute at the same rate. Under the kernel's default 100 ms a throttled rank stalls for
+# tens of ms. Measured: archbench/cluster/README.md.
+MIN_AUTO_PERIOD_US = 2000
 CPU_BUDGET_OFF = "off"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -36,7 +39,7 @@ class ClusterSpec:
     # CPU budget of every node (None: no budget, an explicitly unfaithful cluster) and the CFS
     # period over which the kernel enforces it.
     cpus_per_node: float | None = None
-    cfs_period_us: int = DEFAULT_CFS_PERIOD_US
+    cfs_period_us: int = MIN_AUTO_PERIOD_US
 
     @property
     def node_names(self) -> list[str]:
@@ -53,12 +56,32 @@ def bandwidth_bits_per_s(bandwidth: str) -> float:
     return float(match.group(1)) * _BITS_PER_UNIT[match.group(2)]
 
 
-def parse_cpus_per_node(text: str | float | None, nodes: int) -> float | None:
-    """`--cpus-per-node`: a number of CPUs, `off`, or None for the default fair share."""
+def auto_period_us(cpus: float) -> int:
+    """The shortest period (0.5 ms steps, >= 2 ms) whose quota cpus x period is >= 1 ms."""
+    return max(MIN_AUTO_PERIOD_US, math.ceil(1000 / cpus / 500) * 500)
+
+
+def budgets_of_other_clusters(name: str) -> float:
+    """CPUs the budgets of the other emulated clusters that are up hold (their nodes x budget)."""
+    from archbench.cluster.state import is_up, list_states
+
+    return sum(
+        state.cpus_per_node * len(state.nodes)
+        for state in list_states()
+        if state.name != name and state.cpus_per_node and is_up(state)
+    )
+
+
+def parse_cpus_per_node(
+    text: str | float | None, nodes: int, committed: float = 0.0
+) -> float | None:
+    """`--cpus-per-node`: a number of CPUs, `off`, or None for the default fair share of the
+    CPUs that the budgets of other clusters (`committed`) leave."""
     from archbench.cluster import cgroups
+    from archbench.launch import usable_cores
 
     if text is None:
-        return cgroups.default_cpus_per_node(nodes)
+        return cgroups.default_cpus_per_node(nodes, usable_cores() - committed)
     if str(text).strip().lower() == CPU_BUDGET_OFF:
         return None
     try:
@@ -97,12 +120,16 @@ def make_spec(
     bits = bandwidth_bits_per_s(bandwidth)
     if not _MIN_BITS_PER_S <= bits <= _MAX_BITS_PER_S:
         raise UsageError(f"bandwidth {bandwidth} is out of range 1mbit..100gbit")
-    cpus = parse_cpus_per_node(cpus_per_node, nodes)
-    period_us = DEFAULT_CFS_PERIOD_US if cfs_period_ms is None else int(round(cfs_period_ms * 1000))
+    committed = budgets_of_other_clusters(name)
+    cpus = parse_cpus_per_node(cpus_per_node, nodes, committed)
+    if cfs_period_ms is not None:
+        period_us = int(round(cfs_period_ms * 1000))
+    else:
+        period_us = auto_period_us(cpus) if cpus is not None else MIN_AUTO_PERIOD_US
     if cpus is not None:
         from archbench.cluster import cgroups
 
-        cgroups.check_budget(cpus, nodes, period_us)
+        cgroups.check_budget(cpus, nodes, period_us, committed=committed)
     return ClusterSpec(
         name=name,
         nodes=nodes,

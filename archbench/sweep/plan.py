@@ -81,7 +81,9 @@ def normalise(point: dict[str, Any], spec: StudySpec, target: ClusterTarget) -> 
             config[name] = value
     if arch in MULTI_PROCESS:
         config.setdefault("workers", DEFAULT_WORKERS)
-        config.setdefault("launcher", DEFAULT_LAUNCHER)
+        # Gloo runs only under horovodrun, so a gloo level brings its launcher along.
+        gloo = config.get("controller") == "gloo"
+        config.setdefault("launcher", "horovodrun" if gloo else DEFAULT_LAUNCHER)
         if arch == "ps":
             config.setdefault("num_ps", 1)
         if target.one_host and config.get("placement", "spread") in PLACEMENT_POLICIES:
