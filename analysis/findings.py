@@ -463,5 +463,8 @@ def collect(study: Study, sections: Iterable[Section]) -> list[str]:
         sentences += accuracy_findings(accuracy)
     sentences += effects_findings(table("effects", "effect_ranking"))
     sentences += transfer_findings(table("transfer", "best_config"), table("transfer", "transfer"))
+    from analysis import claims
+
+    sentences += claims.findings(table("claims", "claims"))
     sentences += data_findings(study)
     return sentences

@@ -247,6 +247,22 @@ def _sync_mode(flat: dict[str, Any]) -> Any:
     return "sync" if sync else "async"
 
 
+def _ps_link_bytes(flat: dict[str, Any]) -> float:
+    """Bytes per step on the busier direction of the first PS host's link (emulated runs)."""
+    nodes, hosts, roles = (
+        flat.get("fidelity.nodes"),
+        flat.get("cluster.hosts"),
+        flat.get("cluster.roles"),
+    )
+    if not (isinstance(nodes, dict) and isinstance(hosts, list) and isinstance(roles, list)):
+        return math.nan
+    for host, role in zip(hosts, roles, strict=False):
+        node = nodes.get(str(host).split(".")[0]) if "ps" in str(role).lower() else None
+        if isinstance(node, dict) and "wire_bytes_sent_per_step" in node:
+            return max(node["wire_bytes_sent_per_step"], node["wire_bytes_received_per_step"])
+    return math.nan
+
+
 def _row(flat: dict[str, Any]) -> dict[str, Any]:
     """Short, typed analysis columns derived from one flattened record."""
     row: dict[str, Any] = {}
@@ -296,6 +312,7 @@ def _row(flat: dict[str, Any]) -> dict[str, Any]:
         else []
     )
     row["emulated"] = bool(flat.get("fidelity.emulated"))
+    row["ps_link_bytes_per_step"] = _ps_link_bytes(flat)
     epochs = flat.get("timing.epochs")
     row["epochs"] = epochs if isinstance(epochs, list) else []
     if "result.time_to_target_s" not in flat:

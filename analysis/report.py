@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import accuracy, effects, findings, placement, scaling, timesplit, transfer
+from analysis import accuracy, claims, effects, findings, placement, scaling, timesplit, transfer
 from analysis.load import Study, format_level, load_study
 from analysis.section import FigureFile, Section, Table
 
@@ -28,6 +28,7 @@ BUILDERS: tuple[tuple[str, Callable[[Study, Path], Section]], ...] = (
     ("Time to accuracy", accuracy.build),
     ("Factor effects", effects.build),
     ("Optima and transfer across workloads", transfer.build),
+    ("The research notes' claims, checked", claims.build),
 )
 
 
@@ -63,6 +64,17 @@ def _plain(value: Any) -> str:
 
 # table name -> [(column, header, formatter)]; columns a table lacks are left out.
 COLUMNS: dict[str, list[tuple[str, str, Callable[[Any], str]]]] = {
+    "claims": [
+        ("claim", "claim", _plain),
+        ("workload", "workload", _plain),
+        ("setting", "setting", _plain),
+        ("comparison", "throughput ratio", _plain),
+        ("measured", "measured [95% CI]", _plain),
+        ("claimed", "claimed", _plain),
+        ("verdict", "verdict", _plain),
+        ("n", "reps", _plain),
+        ("why", "why", _plain),
+    ],
     "scaling": [
         ("workload", "workload", _plain),
         ("link", "link", _plain),

@@ -1,0 +1,228 @@
+"""The research notes' claims, checked against this study's own measurements.
+
+Two claims from the notes archbench grew from, each judged only by the data with a 95% bootstrap
+confidence interval over repetitions, and with the measurement that explains the verdict:
+
+1. Ordering: for a communication-bound model, ring-allreduce is at least as fast as peer-to-peer,
+   and peer-to-peer at least as fast as one synchronous parameter server, as workers grow.
+   Judged per workload, link and worker count by throughput ratios (samples/s, equal work).
+   Whether the workload is communication-bound is measured, not assumed: the share of the step
+   its distributed runs spent in exchange not hidden by overlap.
+2. A dedicated parameter-server host costs 2-4x the time of a PS co-located with a worker.
+   Judged by the slowdown (co-located ÷ dedicated throughput) of matched synchronous and
+   asynchronous PS runs.
+
+A verdict is `agrees` when the interval lies on the claimed side (or inside the claimed range),
+`contradicts` when it lies entirely on the other side, `inconclusive` when it straddles; with one
+repetition there is no interval and the verdict says so.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import Study
+from analysis.section import Section, Table
+from analysis.stats import ratio_of_means
+
+HOW_TO_READ = (
+    "Each row tests one claim of the research notes on one setting of this study. `measured` is "
+    "a ratio of mean throughputs (samples/s) with its 95% bootstrap confidence interval over "
+    "repetitions; `claimed` is what the notes assert. `agrees`: the interval lies where the "
+    "claim says; `contradicts`: it lies entirely on the other side; `inconclusive`: it "
+    "straddles. `why` gives the measurements behind it: the share of the step spent in "
+    "exchange not hidden by overlap (a communication-bound workload spends most of it there), "
+    "and, for placement, the bytes the PS host's link moved per step (from the link counters)."
+)
+ORDER = ("ring", "p2p", "ps")
+CLAIMED_SLOWDOWN = (2.0, 4.0)
+
+
+def _verdict_above_one(ci_low: float, ci_high: float) -> str:
+    if math.isnan(ci_low):
+        return "one repetition: no interval"
+    if ci_low > 1:
+        return "agrees"
+    if ci_high < 1:
+        return "contradicts"
+    return "inconclusive"
+
+
+def _interval(ratio: dict[str, float]) -> str:
+    if math.isnan(ratio["ratio"]):
+        return "-"
+    if math.isnan(ratio["ci_low"]):
+        return f"{ratio['ratio']:.2f}×"
+    return f"{ratio['ratio']:.2f}× [{ratio['ci_low']:.2f}, {ratio['ci_high']:.2f}]"
+
+
+def _exposed_share(runs: pd.DataFrame) -> float:
+    share = (runs["exposed_comm_s"] / runs["step_s"]).replace([np.inf, -np.inf], np.nan).dropna()
+    return float(share.median()) if len(share) else math.nan
+
+
+def _arm(ok: pd.DataFrame, name: str, placement: str | None) -> pd.DataFrame:
+    if name != "ps":
+        return ok[ok["arch"] == name]
+    ps = ok[(ok["arch"] == "ps") & (ok["sync_mode"] == "sync") & (ok["num_ps"] == 1)]
+    return ps[ps["placement"] == placement] if placement else ps
+
+
+def ordering_rows(study: Study) -> list[dict]:
+    ok = study.ok.dropna(subset=["samples_per_s"])
+    rows = []
+    keys = ["workload", "link", "workers"]
+    distributed = ok[ok["arch"].isin(ORDER)]
+    for key, runs in distributed.groupby(keys, dropna=False, sort=True):
+        workload, link, workers = key
+        share = _exposed_share(runs)
+        placements = sorted(runs.loc[runs["arch"] == "ps", "placement"].dropna().unique()) or [None]
+        pairs = [("ring", None, "p2p", None)] + [("p2p", None, "ps", p) for p in placements]
+        for better, _, worse, placement in pairs:
+            faster, slower = _arm(runs, better, None), _arm(runs, worse, placement)
+            if faster.empty or slower.empty:
+                continue
+            ratio = ratio_of_means(
+                faster["samples_per_s"].tolist(), slower["samples_per_s"].tolist()
+            )
+            worse_name = f"ps ({placement})" if placement else worse
+            rows.append(
+                {
+                    "claim": "ordering",
+                    "workload": workload,
+                    "setting": f"{int(workers)} workers"
+                    + (f", {link}" if isinstance(link, str) else ""),
+                    "comparison": f"{better} ÷ {worse_name}",
+                    "measured": _interval(ratio),
+                    "claimed": "≥ 1× (communication-bound)",
+                    "verdict": _verdict_above_one(ratio["ci_low"], ratio["ci_high"]),
+                    "why": (
+                        f"exchange not hidden by overlap: {share:.0%} of the step"
+                        + (
+                            " (communication-bound)"
+                            if share >= 0.5
+                            else " (compute-bound: the claim is about communication-bound models)"
+                        )
+                        if not math.isnan(share)
+                        else "no time split recorded"
+                    ),
+                    "ratio": ratio["ratio"],
+                    "ci_low": ratio["ci_low"],
+                    "ci_high": ratio["ci_high"],
+                    "exposed_share": share,
+                    "n": min(len(faster), len(slower)),
+                }
+            )
+    return rows
+
+
+def _ps_link_mb(runs: pd.DataFrame) -> float:
+    values = runs["ps_link_bytes_per_step"].dropna()
+    return float(values.mean()) / 1e6 if len(values) else math.nan
+
+
+def placement_rows(study: Study) -> list[dict]:
+    ok = study.ok.dropna(subset=["samples_per_s"])
+    ps = ok[(ok["arch"] == "ps") & ok["placement"].isin(["dedicated", "co-located"])]
+    rows = []
+    for key, runs in ps.groupby(["workload", "link", "workers", "sync_mode"], dropna=False):
+        workload, link, workers, mode = key
+        dedicated = runs[runs["placement"] == "dedicated"]
+        colocated = runs[runs["placement"] == "co-located"]
+        if dedicated.empty or colocated.empty:
+            continue
+        # Slowdown of the dedicated host: co-located throughput ÷ dedicated throughput.
+        ratio = ratio_of_means(
+            colocated["samples_per_s"].tolist(), dedicated["samples_per_s"].tolist()
+        )
+        low, high = CLAIMED_SLOWDOWN
+        if math.isnan(ratio["ci_low"]):
+            verdict = "one repetition: no interval"
+        elif low <= ratio["ci_low"] and ratio["ci_high"] <= high:
+            verdict = "agrees"
+        elif ratio["ci_high"] < low:
+            verdict = "contradicts (smaller cost)"
+        elif ratio["ci_low"] > high:
+            verdict = "contradicts (larger cost)"
+        else:
+            verdict = "inconclusive"
+        why = (
+            f"exchange not hidden by overlap: dedicated {_exposed_share(dedicated):.0%}, "
+            f"co-located {_exposed_share(colocated):.0%} of the step"
+        )
+        moved = (_ps_link_mb(dedicated), _ps_link_mb(colocated))
+        if not any(math.isnan(v) for v in moved):
+            why += (
+                f"; the PS host's link moved {moved[0]:.2f} MB/step dedicated, {moved[1]:.2f} "
+                "co-located (there the co-located worker's traffic stays on the host)"
+            )
+        rows.append(
+            {
+                "claim": "dedicated PS cost",
+                "workload": workload,
+                "setting": f"{int(workers)} workers, {mode}"
+                + (f", {link}" if isinstance(link, str) else ""),
+                "comparison": "co-located ÷ dedicated",
+                "measured": _interval(ratio),
+                "claimed": "2-4× (dedicated slower)",
+                "verdict": verdict,
+                "why": why,
+                "ratio": ratio["ratio"],
+                "ci_low": ratio["ci_low"],
+                "ci_high": ratio["ci_high"],
+                "n": min(len(dedicated), len(colocated)),
+            }
+        )
+    return rows
+
+
+def claims_table(study: Study) -> pd.DataFrame:
+    return pd.DataFrame(ordering_rows(study) + placement_rows(study))
+
+
+def findings(table: pd.DataFrame | None) -> list[str]:
+    """One sentence per claim: how many settings agree, contradict or are inconclusive."""
+    if table is None or table.empty:
+        return []
+    sentences = []
+    for claim, rows in table.groupby("claim", sort=False):
+        counts = rows["verdict"].value_counts()
+        tally = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+        if claim == "ordering":
+            bound = rows[rows["exposed_share"] >= 0.5]
+            where = (
+                f"; on the communication-bound settings ({len(bound)} comparisons): "
+                + ", ".join(f"{n} {v}" for v, n in bound["verdict"].value_counts().items())
+                if len(bound)
+                else "; no setting of this study was communication-bound (exchange ≥ 50% of the step)"
+            )
+            sentences.append(
+                "Claim 'ring ≥ p2p ≥ one PS as workers grow' (research notes), over "
+                f"{len(rows)} comparisons: {tally}{where}."
+            )
+        else:
+            sentences.append(
+                "Claim 'a dedicated PS host costs 2-4× a co-located one' (research notes), over "
+                f"{len(rows)} matched settings: {tally}; measured slowdowns "
+                + ", ".join(rows["measured"])
+                + "."
+            )
+    return sentences
+
+
+def build(study: Study, fig_dir: Path) -> Section:
+    del fig_dir  # a table, no figure: the placement and scaling figures show the same ratios
+    section = Section("claims", "The research notes' claims, checked", how_to_read=HOW_TO_READ)
+    table = claims_table(study)
+    if table.empty:
+        return section.skip(
+            "Claims of the research notes",
+            "the study has no setting with ring, p2p and ps runs side by side, nor a PS run "
+            "on both a dedicated and a co-located host",
+        )
+    section.tables.append(Table("claims", "Claims of the research notes against this study", table))
+    return section
