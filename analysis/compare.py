@@ -148,8 +148,8 @@ def summary_frame(ok: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_table(frame: pd.DataFrame, summary: pd.DataFrame) -> str:
-    headers = ["workload", "configuration", "ok/runs", "samples/s", "speed-up", "step ms"]
-    headers += ["exposed comm", "test acc", "time to target s"]
+    headers = ["workload", "configuration", "ok/runs", "samples/s", "speed-up", "s/epoch"]
+    headers += ["step ms", "exposed comm", "test acc", "time to target s"]
     rows = []
     for _, row in summary.iterrows():
         runs = row["runs"]
@@ -163,6 +163,7 @@ def summary_table(frame: pd.DataFrame, summary: pd.DataFrame) -> str:
                 f"{len(runs)}/{len(every)}",
                 _mean_std(runs["samples_per_s"]),
                 f"{_fmt(row['speedup'])}×" if not math.isnan(row["speedup"]) else "-",
+                _mean_std(runs["epoch_s"]),
                 _mean_std(1000 * runs["step_s"]),
                 _pct(float(share.mean())) if len(share) else "-",
                 _accuracy(runs["test_accuracy"]),
@@ -193,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
         f"{w}: {b}" for w, b in zip(pairs["workload"], pairs["baseline"], strict=True)
     )
     print(f"\nspeed-up = mean samples/s ÷ that of the baseline ({against})")
+    print("s/epoch = one epoch of the data set at the median step's rate (equal work)")
     for note in study.notes:
         print(f"note: {note}")
     return 0

@@ -1,0 +1,55 @@
+"""Each worker's compute against the one-node baseline: does the emulated cluster hold?
+
+Runs the study `runs/fidelity.yaml` (resumable: a second call only prints) and prints, per run,
+each worker's compute median (forward + backward, `timing.compute_s_median_per_rank`) over the
+`single` baseline's of the same model and per-worker batch, the worst ratio, and each node's use
+of its CPU budget over the run (`fidelity.nodes[*].budget_used`).
+
+Usage: python benchmarks/compute_fidelity.py [--study runs/fidelity.yaml] [--no-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from analysis.fidelity import DRIFT_LIMIT, baselines
+from analysis.load import load_study
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python benchmarks/compute_fidelity.py")
+    parser.add_argument("--study", default="runs/fidelity.yaml", type=Path)
+    parser.add_argument("--no-run", action="store_true", help="only print the recorded runs")
+    args = parser.parse_args(argv)
+    if not args.no_run:
+        sweep = [sys.executable, "-m", "archbench.cli", "sweep", str(args.study)]
+        if subprocess.run(sweep, check=False).returncode not in (0, 1):
+            return 2
+    study = load_study(args.study.with_suffix(""))
+    ok = study.ok
+    base = baselines(ok)
+    print(f"{'workload':<8} {'arch':<5} {'W':>2} {'baseline ms':>11}  worker compute ÷ baseline")
+    worst_all = []
+    for _, run in ok.sort_values(["workload", "arch", "workers"]).iterrows():
+        reference = base.get((run["workload"], run["batch_size"]))
+        if run["arch"] == "single" or reference is None:
+            continue
+        ratios = [value / reference for value in run["compute_s_per_worker"]]
+        worst = max(ratios, key=lambda ratio: abs(ratio - 1))
+        worst_all.append(abs(worst - 1))
+        flag = "  DRIFT" if abs(worst - 1) > DRIFT_LIMIT else ""
+        print(
+            f"{run['workload']:<8} {run['arch']:<5} {int(run['workers']):>2} "
+            f"{1000 * reference:>11.2f}  " + " ".join(f"{ratio:.2f}" for ratio in ratios) + flag
+        )
+    if worst_all:
+        within = sum(drift <= DRIFT_LIMIT for drift in worst_all)
+        print(f"{within} of {len(worst_all)} runs within {DRIFT_LIMIT:.0%} of the baseline")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
