@@ -95,7 +95,8 @@ class RunRecord:
         world = _number(self.cluster.get("world_size"))
         if world is not None:
             return world - (_number(self.cluster.get("num_ps")) or 0.0)
-        return 1.0 if self.arch == "single" else None
+        one_process = self.arch in ARCHS and not ARCHS[self.arch].multi_process
+        return 1.0 if one_process else None
 
     @property
     def placement(self) -> str | None:
