@@ -29,10 +29,16 @@ def append_record(path: str, record: dict) -> None:
     Readers therefore see either the whole line or none of it; a line cut by a crash mid-write
     (it cannot be, short of a kernel crash) would be detected on load as invalid JSON.
     """
-    line = (json.dumps(record, sort_keys=False, default=_json_default) + "\n").encode()
+    append_line(path, (json.dumps(record, sort_keys=False, default=_json_default) + "\n").encode())
+
+
+def append_line(path: str | Path, line: bytes, lock: bool = True) -> None:
+    """One whole line in one write() (under an exclusive lock on the file unless the caller
+    holds its own), then fsync."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if lock:
+            fcntl.flock(fd, fcntl.LOCK_EX)
         written = os.write(fd, line)
         if written != len(line):
             raise OSError(f"short write to {path}: {written} of {len(line)} bytes")
