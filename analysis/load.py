@@ -17,7 +17,9 @@ import pandas as pd
 
 from analysis.fidelity import fidelity_notes
 from analysis.machine_load import overload_note
+from archbench.bandwidth import bits_or_none
 from archbench.errors import UsageError
+from archbench.record import RunRecord, read_lines, study_files
 
 # Factor names that mark repetitions of one configuration, not a factor of the study.
 REPLICATE_NAMES = frozenset({"rep", "repetition", "repeat", "replicate", "seed", "run", "run_id"})
@@ -111,44 +113,17 @@ def factor_column(name: str) -> str:
 
 
 def find_record_files(path: Path) -> list[Path]:
-    """The JSON-lines files of a study: a file itself, or a study folder's results."""
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise UsageError(f"no such file or folder: {path}")
-    preferred = path / "results.jsonl"
-    if preferred.is_file():
-        return [preferred]
-    files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
-    if not files:
-        raise UsageError(f"no run records (*.jsonl) in {path}")
-    return files
+    """The JSON-lines files of a study (archbench.record's one rule)."""
+    return study_files(path)
 
 
 def read_records(paths: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Parse JSON lines; lines that are not a JSON object (e.g. half-written) are skipped."""
-    records: list[dict[str, Any]] = []
-    bad: list[str] = []
-    for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                bad.append(f"{path.name}:{number}")
-                continue
-            if not isinstance(record, dict):
-                bad.append(f"{path.name}:{number}")
-                continue
-            record["_source"] = f"{path.name}:{number}"
-            record["_file"] = str(path)
-            records.append(record)
-    return records, bad
+    """Records through archbench.record's reader (cut lines skipped, older schemas migrated)."""
+    lines = read_lines(paths)
+    for record, source, file in zip(lines.records, lines.sources, lines.files, strict=True):
+        record["_source"] = source
+        record["_file"] = file
+    return lines.records, lines.bad
 
 
 def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -177,15 +152,14 @@ def normalise_placement(level: Any) -> Any:
     return level
 
 
-def placement_from_hosts(hosts: Any, roles: Any) -> str | None:
-    """`dedicated` when no PS rank shares a host with a worker, else `co-located`."""
-    if not isinstance(hosts, list) or not isinstance(roles, list) or len(hosts) != len(roles):
-        return None
-    ps_hosts = {h for h, r in zip(hosts, roles, strict=True) if "ps" in str(r).lower()}
-    worker_hosts = {h for h, r in zip(hosts, roles, strict=True) if "ps" not in str(r).lower()}
-    if not ps_hosts:
-        return None
-    return "co-located" if ps_hosts & worker_hosts else "dedicated"
+# The record's canonical placement -> this report's name for the two PS layouts.
+_PLACEMENT_LABELS = {"dedicated": "dedicated", "colocated": "co-located"}
+
+
+def placement_from_hosts(record: RunRecord) -> str | None:
+    """`dedicated` when no PS rank shares a host with a worker, else `co-located` (None for
+    runs without servers)."""
+    return _PLACEMENT_LABELS.get(record.placement)
 
 
 def _is_missing(value: Any) -> bool:
@@ -220,33 +194,6 @@ def _number(value: Any) -> float:
         return math.nan
 
 
-def _num_workers(flat: dict[str, Any]) -> float:
-    """cluster.num_workers, else counted from roles, else 1 for the single-process baseline."""
-    value = _number(flat.get("cluster.num_workers"))
-    if not math.isnan(value):
-        return value
-    roles = flat.get("cluster.roles")
-    if isinstance(roles, list) and roles:
-        return float(sum("ps" not in str(r).lower() for r in roles))
-    world = _number(flat.get("cluster.world_size"))
-    num_ps = _number(flat.get("cluster.num_ps"))
-    if not math.isnan(world):
-        return world - (0.0 if math.isnan(num_ps) else num_ps)
-    return 1.0 if flat.get("config.arch") == "single" else math.nan
-
-
-def _sync_mode(flat: dict[str, Any]) -> Any:
-    """`sync`/`async` for parameter-server runs; the other architectures are always synchronous."""
-    if flat.get("config.arch") != "ps":
-        return None
-    sync = flat.get("config.sync")
-    if isinstance(sync, str):
-        return "async" if "async" in sync.lower() else "sync"
-    if sync is None:
-        return None
-    return "sync" if sync else "async"
-
-
 def _ps_link_bytes(flat: dict[str, Any]) -> float:
     """Bytes per step on the busier direction of the first PS host's link (emulated runs)."""
     nodes, hosts, roles = (
@@ -263,7 +210,7 @@ def _ps_link_bytes(flat: dict[str, Any]) -> float:
     return math.nan
 
 
-def _row(flat: dict[str, Any]) -> dict[str, Any]:
+def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
     """Short, typed analysis columns derived from one flattened record."""
     row: dict[str, Any] = {}
     for column, dotted in FIELD_COLUMNS.items():
@@ -271,21 +218,11 @@ def _row(flat: dict[str, Any]) -> dict[str, Any]:
         row[column] = value if column in ("arch", "model", "dataset") else _number(value)
     row["status"] = str(flat.get("status") or "unknown")
     row["run_id"] = flat.get("run_id")
-    row["workers"] = _num_workers(flat)
+    workers = record.workers
+    row["workers"] = math.nan if workers is None else workers
     declared = record_factors(flat)
-    row["link"] = next(
-        (
-            v
-            for v in (
-                flat.get("cluster.link"),
-                flat.get("config.bandwidth"),
-                declared.get("bandwidth"),
-            )
-            if v
-        ),
-        None,
-    )
-    row["sync_mode"] = _sync_mode(flat)
+    row["link"] = record.link
+    row["sync_mode"] = record.sync_mode
     # Samples per step over the step time, as `samples_per_s` is over the median step.
     for column, step in ((AT_STEP_P90, row["step_s_p90"]), (AT_STEP_P10, row["step_s_p10"])):
         row[column] = row["global_batch_size"] / step if step > 0 else math.nan
@@ -299,7 +236,7 @@ def _row(flat: dict[str, Any]) -> dict[str, Any]:
     row["exposed_comm_s"] = max(exposed, 0.0) if not math.isnan(exposed) else math.nan
     if math.isnan(row["epoch_s"]):
         # Older records: one epoch of the configured data set at the median step's throughput.
-        from archbench.perfmodel.modelinfo import train_size
+        from archbench.perfmodel.model.modelinfo import train_size
 
         config = {key[len("config.") :]: v for key, v in flat.items() if key.startswith("config.")}
         samples = _number(train_size(config))
@@ -318,7 +255,7 @@ def _row(flat: dict[str, Any]) -> dict[str, Any]:
     if "result.time_to_target_s" not in flat:
         # Older records: read the time to target off the evaluation curve.
         row["time_to_target_s"] = _time_to_target(row["epochs"], row["target_accuracy"])
-    derived = placement_from_hosts(flat.get("cluster.hosts"), flat.get("cluster.roles"))
+    derived = placement_from_hosts(record)
     named = next(
         (
             normalise_placement(v)
@@ -334,7 +271,7 @@ def _row(flat: dict[str, Any]) -> dict[str, Any]:
     # The study's own name for the placement where it is one of the two PS layouts; else the
     # layout the hosts show (e.g. a packed or spread policy, or a hostfile).
     placement = named if named in PLACEMENTS else derived
-    row["placement"] = placement if flat.get("config.arch") == "ps" else None
+    row["placement"] = placement if record.has_servers else None
     error = flat.get("error")
     row["error"] = (
         f"{error.get('type', 'error')}: {error.get('message', '')}".strip()
@@ -398,22 +335,10 @@ def level_sort_key(level: Any) -> tuple[int, float, str]:
     if not math.isnan(number):
         return (0, number, "")
     # "100mbit" < "1gbit": compare bandwidths by their value in bits/s.
-    bandwidth = _bandwidth_bits(str(level))
+    bandwidth = bits_or_none(str(level))
     if bandwidth is not None:
         return (0, bandwidth, str(level))
     return (1, 0.0, str(level))
-
-
-def _bandwidth_bits(text: str) -> float | None:
-    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9}
-    lowered = text.lower().strip()
-    for unit, scale in units.items():
-        if lowered.endswith(unit):
-            try:
-                return float(lowered[: -len(unit)]) * scale
-            except ValueError:
-                return None
-    return None
 
 
 def format_level(level: Any) -> str:
@@ -491,7 +416,7 @@ def load_files(sources: list[Path], default_name: str = "") -> Study:
         raise UsageError(f"no run records in {where}")
     records, superseded = _dedupe(raw)
     flats = [flatten({k: v for k, v in r.items() if not k.startswith("_")}) for r in records]
-    rows = [_row(flat) for flat in flats]
+    rows = [_row(flat, RunRecord(r)) for flat, r in zip(flats, records, strict=True)]
     frame = pd.DataFrame(rows)
     frame["source"] = [r["_source"] for r in records]
     frame["file"] = [r["_file"] for r in records]

@@ -22,10 +22,10 @@ SUBCOMMANDS: dict[str, str] = {
     "sweep": "archbench.sweep.cli",
     "report": "analysis.cli",
     "compare": "analysis.compare",
-    "microbench": "archbench.perfmodel.microbench",
-    "predict": "archbench.perfmodel.cli_predict",
-    "model": "archbench.perfmodel.cli_model",
-    "optimize": "archbench.perfmodel.cli_optimize",
+    "microbench": "archbench.perfmodel.measure.microbench",
+    "predict": "archbench.perfmodel.model.cli_predict",
+    "model": "archbench.perfmodel.fit.cli_model",
+    "optimize": "archbench.perfmodel.optimize.cli_optimize",
 }
 
 

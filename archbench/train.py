@@ -14,6 +14,7 @@ import threading
 import time
 import traceback
 
+from archbench.archs import arch as architecture
 from archbench.config import TrainConfig, add_train_arguments, config_from_args
 from archbench.errors import OneLineArgumentParser, UsageError
 from archbench.launch import (
@@ -24,8 +25,9 @@ from archbench.launch import (
     threads_per_process,
 )
 from archbench.record import (
-    SCHEMA,
     append_record,
+    build_record,
+    cluster_section,
     environment,
     load_average,
     new_run_id,
@@ -38,19 +40,20 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 def chief_rank(config: TrainConfig) -> int:
     """Rank of the chief worker: the first rank after the parameter servers."""
-    return config.num_ps if config.arch == "ps" else 0
+    return architecture(config.arch).chief_rank(config.num_ps)
 
 
 def validate_world(config: TrainConfig, place: ProcessPlace) -> None:
-    if config.arch == "ps":
-        if config.num_ps >= place.size:
-            raise UsageError(
-                f"--num-ps {config.num_ps} needs at least {config.num_ps + 1} processes "
-                f"(ranks 0..{config.num_ps - 1} serve, the rest train); this job has {place.size}"
-            )
-    if config.arch == "single" and place.size > 1:
+    descriptor = architecture(config.arch)
+    servers = descriptor.servers(config.num_ps)
+    if servers and servers >= place.size:
         raise UsageError(
-            f"--arch single runs as one process; this job has {place.size} (use ring, p2p or ps)"
+            f"--num-ps {config.num_ps} needs at least {config.num_ps + 1} processes "
+            f"(ranks 0..{config.num_ps - 1} serve, the rest train); this job has {place.size}"
+        )
+    if not descriptor.multi_process and place.size > 1:
+        raise UsageError(
+            f"--arch {config.arch} runs as one process; this job has {place.size} (use ring, p2p or ps)"
         )
 
 
@@ -75,25 +78,21 @@ class RunState:
     def is_chief(self) -> bool:
         return self.place.rank == chief_rank(self.config)
 
-    def base_cluster(self) -> dict:
+    def base_cluster(self, hosts: list[str] | None = None, link: str | None = None, **more) -> dict:
+        """The record's `cluster`; before the ranks have told their hosts, only this one's."""
         config, place = self.config, self.place
-        workers = (
-            1
-            if config.arch == "single"
-            else place.size - (config.num_ps if config.arch == "ps" else 0)
-        )
         launcher_argv = launcher_command()
-        return {
-            "world_size": place.size,
-            "num_workers": workers,
-            "num_ps": config.num_ps if config.arch == "ps" else 0,
-            "hosts": [place.hostname] * place.size if place.size == 1 else [place.hostname],
-            "roles": None,
-            "launcher": place.launcher,
-            "launcher_command": " ".join(launcher_argv) if launcher_argv else None,
-            "hostfile": hostfile_of(launcher_argv),
-            "link": None,
-        }
+        return cluster_section(
+            config.arch,
+            place.size,
+            config.num_ps,
+            hosts or ([place.hostname] * place.size if place.size == 1 else [place.hostname]),
+            place.launcher,
+            hostfile_of(launcher_argv),
+            link,
+            launcher_command=" ".join(launcher_argv) if launcher_argv else None,
+            **more,
+        )
 
     def record_env(self, gpus: list[str] | None = None) -> dict:
         """The record's `env`; a run that fails before training ends reads its end load now."""
@@ -111,23 +110,19 @@ class RunState:
 
     def failed_record(self, status: str, error_type: str, message: str) -> dict:
         cluster = self.cluster or self.base_cluster()
-        workers = cluster["num_workers"]
-        return {
-            "schema": SCHEMA,
-            "run_id": self.config.run_id,
-            "study": self.config.study,
-            "status": status,
-            "started_at": self.started_at,
-            "finished_at": now_iso(),
-            "config": self.config.as_record(self.place.size, workers),
-            "cluster": cluster,
-            "env": self.record_env(),
-            "model_stats": self.model_stats or {},
-            "timing": {"wall_s": time.time() - self.start_time},
-            "comm": {},
-            "result": {},
-            "error": {"type": error_type, "message": message},
-        }
+        return build_record(
+            run_id=self.config.run_id,
+            study=self.config.study,
+            status=status,
+            started_at=self.started_at,
+            finished_at=now_iso(),
+            config=self.config.as_record(self.place.size, cluster["num_workers"]),
+            cluster=cluster,
+            env=self.record_env(),
+            model_stats=self.model_stats,
+            timing={"wall_s": time.time() - self.start_time},
+            error={"type": error_type, "message": message},
+        )
 
 
 def _watch_stop_signals(state: RunState) -> None:
@@ -244,13 +239,14 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     )
     trainer.setup()
     state.model_stats = parameter_stats(trainer.model) if trainer.model is not None else None
-    cluster = state.base_cluster()
-    cluster["hosts"] = trainer.allgather_object(place.hostname)
-    cluster["roles"] = trainer.roles()
-    probe = _fidelity_probe(cluster["hosts"]) if trainer.is_chief else None
+    hosts = trainer.allgather_object(place.hostname)
+    probe = _fidelity_probe(hosts) if trainer.is_chief else None
     emulation = probe.state if probe is not None else None
-    cluster["link"] = emulation.bandwidth if emulation is not None else None
-    cluster["cpus_per_node"] = emulation.cpus_per_node if emulation is not None else None
+    cluster = state.base_cluster(
+        hosts,
+        emulation.bandwidth if emulation is not None else None,
+        cpus_per_node=emulation.cpus_per_node if emulation is not None else None,
+    )
     state.cluster = cluster
     if trainer.is_chief:
         log(
@@ -296,23 +292,24 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         timing["epoch_s"] = data.train_size / timing["samples_per_s"]
     comm = {**trainer.comm_stats(loop_result.steps), **extra}
     record_config = config.as_record(place.size, num_workers)
-    record_config["controller"] = extra.get("controller", _default_controller(config))
+    record_config["controller"] = extra.get(
+        "controller", architecture(config.arch).default_controller
+    )
     record_config["steps_run"] = loop_result.steps
     record_config["dataset_source"] = data.source
-    record = {
-        "schema": SCHEMA,
-        "run_id": config.run_id,
-        "study": config.study,
-        "status": "ok",
-        "started_at": state.started_at,
-        "finished_at": now_iso(),
-        "config": record_config,
-        "cluster": cluster,
-        "env": state.record_env(gpus=_gpus(tf)),
-        "model_stats": state.model_stats,
-        "timing": timing,
-        "comm": comm,
-        "result": {
+    record = build_record(
+        run_id=config.run_id,
+        study=config.study,
+        status="ok",
+        started_at=state.started_at,
+        finished_at=now_iso(),
+        config=record_config,
+        cluster=cluster,
+        env=state.record_env(gpus=_gpus(tf)),
+        model_stats=state.model_stats,
+        timing=timing,
+        comm=comm,
+        result={
             "final_loss": loop_result.final_loss,
             "last_train_loss": loop_result.last_loss,
             "test_accuracy": loop_result.test_accuracy,
@@ -321,9 +318,8 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
             "target_accuracy": config.target_accuracy,
             "time_to_target_s": loop_result.time_to_target_s,
         },
-        "fidelity": fidelity,
-        "error": None,
-    }
+        fidelity=fidelity,
+    )
     state.write(record)
     log(
         f"done: {timing['samples_per_s'] or 0:.0f} samples/s (median step {1000 * (timing['step_s_median'] or 0):.1f} ms), "
@@ -331,10 +327,6 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         + (f", record appended to {config.out}" if config.out else "")
     )
     return 0
-
-
-def _default_controller(config: TrainConfig) -> str | None:
-    return {"p2p": "mpi", "ps": "grpc"}.get(config.arch)
 
 
 def _gpus(tf) -> list[str]:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from archbench.cli import main
-from archbench.perfmodel import formulas as F
-from archbench.perfmodel.calibration import Calibration, ComputeLine
-from archbench.perfmodel.fitting import split_random, split_where
-from archbench.perfmodel.predictor import ArchParams, ModelParams, StepConfig, predict_step
-from archbench.perfmodel.records import study_observations
+from archbench.perfmodel.fit.fitting import split_random, split_where
+from archbench.perfmodel.fit.records import study_observations
+from archbench.perfmodel.measure.calibration import Calibration, ComputeLine
+from archbench.perfmodel.model import formulas as F
+from archbench.perfmodel.model.predictor import ArchParams, ModelParams, StepConfig, predict_step
 
 # Made-up model sizes: the PS records name a model archbench cannot build ("toy"), so the
 # shard plan falls back to an even split and no TensorFlow is needed.
@@ -225,7 +225,7 @@ def test_bad_input_is_one_line_and_status_2(tmp_path: Path, capsys, argv, messag
 
 
 def test_ps_records_use_the_recorded_shard_plan() -> None:
-    from archbench.perfmodel.records import observation_from_record
+    from archbench.perfmodel.fit.records import observation_from_record
 
     record = _record("p1", "ps", "toy", 2, 32, "1gbit", 2, 0.5, 0.01)
     record["comm"] = {"ps": {"sharding": {"bytes_per_server": [3.0e5, 1.0e5],

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import pytest
 
+from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
-from archbench.perfmodel import formulas as F
-from archbench.perfmodel.calibration import (
+from archbench.perfmodel.measure.calibration import (
     Calibration,
     ComputeLine,
     fit_alpha_beta,
     ring_link_factor,
 )
-from archbench.perfmodel.predictor import (
+from archbench.perfmodel.model import formulas as F
+from archbench.perfmodel.model.predictor import (
     ArchParams,
     ModelParams,
     StepConfig,
     default_placement,
     predict_step,
 )
-from archbench.perfmodel.units import parse_bandwidth
 
 M = 1e6  # bytes of gradients
 ALPHA = 1e-5  # s per message
@@ -66,17 +66,6 @@ def test_bus_bandwidth_and_overlap_and_async() -> None:
     assert F.async_step_s(0.1, 0.05, 0.1) == pytest.approx(0.15)  # the worker's own cycle bounds
     assert F.fusion_buffers(100 * 2**20, 64 * 2**20) == 2
     assert F.fusion_buffers(10, None) == 1
-
-
-def test_shard_plans_by_hand() -> None:
-    sizes = [4, 1, 4, 1]  # kernel, bias, kernel, bias
-    # round-robin: 0,2 -> PS0 (8), 1,3 -> PS1 (2): both kernels land on one server
-    assert F.shard_plan(sizes, 2, "round-robin") == [8, 2]
-    # balanced: 4->PS0, 1->PS1, 4->PS1 (1 < 4), 1->PS0 (4 < 5) -> [5, 5]
-    assert F.shard_plan(sizes, 2, "balanced") == [5, 5]
-    assert F.shard_assignment(sizes, 2, "balanced") == [0, 1, 1, 0]
-    with pytest.raises(ValueError):
-        F.shard_plan(sizes, 2, "random")
 
 
 def test_placed_versions_reduce_to_closed_forms_with_one_rank_per_host() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from archbench.cli import main
-from archbench.perfmodel.calibration import load_calibration
+from archbench.perfmodel.measure.calibration import load_calibration
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
 
@@ -61,7 +61,7 @@ def test_microbench_on_localhost_with_two_ranks(tmp_path: Path, capsys) -> None:
     assert "pt2pt (intra" in table and "busbw" in table
     # nothing of ours is left running
     leftovers = subprocess.run(
-        ["pgrep", "-f", "archbench.perfmodel.mb_ranks"], capture_output=True, text=True
+        ["pgrep", "-f", "archbench.perfmodel.measure.mb_ranks"], capture_output=True, text=True
     ).stdout.split()
     assert leftovers == []
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from archbench.cli import main
-from archbench.perfmodel import formulas as F
-from archbench.perfmodel.calibration import Calibration, ComputeLine
-from archbench.perfmodel.optimizer import random_search_odds
+from archbench.perfmodel.measure.calibration import Calibration, ComputeLine
+from archbench.perfmodel.model import formulas as F
+from archbench.perfmodel.optimize.optimizer import random_search_odds
 
 
 def test_random_search_odds_by_hand() -> None:

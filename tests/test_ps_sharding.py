@@ -20,7 +20,7 @@ from archbench.ps.sharding import VariableInfo, balanced, make_plan, round_robin
 @pytest.fixture(scope="module")
 def wide_mlp_variables() -> list[VariableInfo]:
     from archbench.models import build_model
-    from archbench.ps.graph import variable_infos
+    from archbench.ps.sharding import variable_infos
 
     return variable_infos(build_model("wide_mlp", (28, 28, 1), 10, seed=1))
 

@@ -148,7 +148,7 @@ COMBINATIONS = [
         "needs the emulated cluster",
     ),
     (
-        "fixed: {arch: ring, controller: gloo}\ncluster: localhost",
+        "fixed: {arch: ring, controller: gloo, launcher: mpirun}\ncluster: localhost",
         "controller gloo needs launcher horovodrun",
     ),
     ("factors: {model: [mlp, charlm]}\ncluster: localhost", "charlm goes with --dataset text"),

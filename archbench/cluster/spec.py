@@ -6,6 +6,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from archbench.bandwidth import Bandwidth
 from archbench.errors import UsageError
 
 DEFAULT_NAME = "emulated"
@@ -22,11 +23,6 @@ CPU_BUDGET_OFF = "off"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 _PREFIX_RE = re.compile(r"^[a-z][a-z-]{0,9}$")
-_BANDWIDTH_RE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
-_BITS_PER_UNIT = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-# tbf below ~1 mbit makes ssh and MPI start-up crawl; above 100 gbit the shaping means nothing.
-_MIN_BITS_PER_S = 1e6
-_MAX_BITS_PER_S = 100e9
 
 
 @dataclass(frozen=True)
@@ -48,12 +44,7 @@ class ClusterSpec:
 
 def bandwidth_bits_per_s(bandwidth: str) -> float:
     """Bits per second of a tc rate string such as `200mbit` (decimal units, as tc reads them)."""
-    match = _BANDWIDTH_RE.match(bandwidth)
-    if match is None:
-        raise UsageError(
-            f"bandwidth {bandwidth!r} is not a rate like 100mbit or 1gbit (units: bit, kbit, mbit, gbit)"
-        )
-    return float(match.group(1)) * _BITS_PER_UNIT[match.group(2)]
+    return Bandwidth.tc_rate(bandwidth, check_range=False).bits_per_s
 
 
 def auto_period_us(cpus: float) -> int:
@@ -116,10 +107,7 @@ def make_spec(
         raise UsageError(f"node prefix {prefix!r} must be 1-10 lower-case letters or '-'")
     if not 1 <= slots <= 64:
         raise UsageError(f"--slots {slots} is out of range 1..64")
-    bandwidth = bandwidth.strip().lower()
-    bits = bandwidth_bits_per_s(bandwidth)
-    if not _MIN_BITS_PER_S <= bits <= _MAX_BITS_PER_S:
-        raise UsageError(f"bandwidth {bandwidth} is out of range 1mbit..100gbit")
+    bandwidth = Bandwidth.tc_rate(bandwidth).text
     committed = budgets_of_other_clusters(name)
     cpus = parse_cpus_per_node(cpus_per_node, nodes, committed)
     if cfs_period_ms is not None:

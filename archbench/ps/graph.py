@@ -39,20 +39,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archbench.ps.cluster_spec import ClusterLayout
-from archbench.ps.sharding import ShardPlan, VariableInfo, make_plan
+from archbench.ps.sharding import ShardPlan, plan_for_model
 
 DONE_QUEUE = "archbench_ps_done"
 REPORT_QUEUE = "archbench_ps_reports"
 TOKEN_QUEUE = "archbench_ps_token_{worker}"
 GLOBAL_STEP = "archbench_ps/global_step"
 READY_FLAG = "archbench_ps/ready"
-
-
-def variable_infos(model) -> list[VariableInfo]:
-    return [
-        VariableInfo(v.name, tuple(int(d) for d in v.shape), v.dtype.size)
-        for v in model.trainable_variables
-    ]
 
 
 def done_queue(tf, ps_task: int, capacity: int):
@@ -125,7 +118,7 @@ def build_worker_graph(
         # ---- the worker's local copy and its forward/backward pass
         with tf.device(worker_device):
             model = build_model(model_name, input_shape, num_classes, seed)
-        plan = make_plan(sharding, variable_infos(model), layout.num_ps)
+        plan = plan_for_model(model, layout.num_ps, sharding)
         with tf.device(worker_device):
             before = {id(u) for u in model.updates}
             x = tf.compat.v1.placeholder(input_dtype, (None, *input_shape), name="x")

@@ -14,7 +14,7 @@ Pure Python: the plan is decided from shapes alone, the same on every worker.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SHARDINGS = ("round-robin", "balanced")
 # Variables smaller than this are never cut: a cut costs a gather and a split per step.
@@ -23,9 +23,10 @@ MIN_CUT_BYTES = 64 * 1024
 
 @dataclass(frozen=True)
 class VariableInfo:
-    """What placement needs to know about one trainable variable."""
+    """What placement needs to know about one trainable variable (its name labels it; the plan
+    depends on shapes alone, so plans of the same model built twice compare equal)."""
 
-    name: str
+    name: str = field(compare=False)
     shape: tuple[int, ...]
     itemsize: int  # bytes per element
 
@@ -153,3 +154,17 @@ def make_plan(sharding: str, variables: list[VariableInfo], num_ps: int) -> Shar
     if sharding == "balanced":
         return balanced(variables, num_ps)
     raise ValueError(f"unknown sharding {sharding!r} (choose from {', '.join(SHARDINGS)})")
+
+
+def variable_infos(model) -> list[VariableInfo]:
+    """The trainable variables of a Keras model, in creation order."""
+    return [
+        VariableInfo(v.name, tuple(int(d) for d in v.shape), v.dtype.size)
+        for v in model.trainable_variables
+    ]
+
+
+def plan_for_model(model, num_ps: int, sharding: str) -> ShardPlan:
+    """The shard plan of a Keras model's variables: what the PS trainer builds and the
+    performance model prices."""
+    return make_plan(sharding, variable_infos(model), num_ps)

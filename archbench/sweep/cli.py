@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from archbench.errors import UsageError
+from archbench.settings import LevelError, setting
 from archbench.sweep.driver import SweepOptions, run_sweep
-from archbench.sweep.parameters import LevelError, setting
 from archbench.sweep.spec import CLUSTER_KINDS, load_spec
 
 

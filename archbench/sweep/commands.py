@@ -18,9 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from archbench.archs import MULTI_PROCESS
+from archbench.archs import arch as architecture
 from archbench.errors import UsageError
+from archbench.settings import PLACEMENT_POLICIES, SETTINGS
 from archbench.sweep.hosts import ClusterTarget
-from archbench.sweep.parameters import MULTI_PROCESS, PLACEMENT_POLICIES, SETTINGS
 
 Layout = tuple[tuple[str, int], ...]
 
@@ -77,12 +79,12 @@ def _describe(config: dict[str, Any]) -> str:
 
 def layout_for(config: dict[str, Any], target: ClusterTarget) -> Layout:
     """Where each rank of this configuration goes; UsageError when the cluster cannot hold it."""
-    arch = config["arch"]
-    if arch not in MULTI_PROCESS:
+    descriptor = architecture(config["arch"])
+    if not descriptor.multi_process:
         return ((target.hosts[0][0], 1),)
     workers = config["workers"]
-    num_ps = config.get("num_ps", 1) if arch == "ps" else 0
-    world = workers + num_ps
+    num_ps = descriptor.servers(config.get("num_ps"))
+    world = descriptor.processes(workers, config.get("num_ps"))
     placement = config.get("placement", "packed")
     if placement not in PLACEMENT_POLICIES:
         hosts = read_hostfile(placement)

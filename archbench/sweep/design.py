@@ -12,7 +12,7 @@ import random
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.sweep.parameters import setting
+from archbench.settings import setting
 from archbench.sweep.spec import Design, Levels, NumericRange
 
 Point = dict[str, Any]

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from archbench.launch import root_mpi_env
 from archbench.record import now_iso
+from archbench.settings import PLACEMENT_POLICIES
 from archbench.sweep import records
 from archbench.sweep.commands import (
     default_python,
@@ -29,7 +30,6 @@ from archbench.sweep.commands import (
 from archbench.sweep.emulated import EmulatedCluster
 from archbench.sweep.hosts import resolve_target
 from archbench.sweep.launch_failures import LAUNCH_FAILED
-from archbench.sweep.parameters import PLACEMENT_POLICIES
 from archbench.sweep.plan import PlannedRun, StudyPlan, build_plan, describe
 from archbench.sweep.progress import Progress
 from archbench.sweep.runner import GRACE_S, RunningProcess, kill_marked

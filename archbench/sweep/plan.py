@@ -14,16 +14,18 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from archbench.archs import MULTI_PROCESS
+from archbench.archs import arch as architecture
 from archbench.errors import UsageError
+from archbench.settings import PLACEMENT_POLICIES, SETTINGS, applies
 from archbench.sweep import commands, design
 from archbench.sweep.hosts import ClusterTarget
-from archbench.sweep.parameters import MULTI_PROCESS, PLACEMENT_POLICIES, SETTINGS, applies
 from archbench.sweep.spec import StudySpec
 
-# Launch defaults for multi-process runs when the study does not set them.
-DEFAULT_WORKERS = 2
-DEFAULT_PLACEMENT = "spread"
-DEFAULT_LAUNCHER = "mpirun"
+# Launch defaults for multi-process runs when the study does not set them (the registry's).
+DEFAULT_WORKERS = SETTINGS["workers"].default
+DEFAULT_PLACEMENT = SETTINGS["placement"].default
+DEFAULT_LAUNCHER = SETTINGS["launcher"].default
 
 
 @dataclass(frozen=True)
@@ -44,15 +46,15 @@ class PlannedRun:
 
     @property
     def num_ps(self) -> int:
-        return self.config.get("num_ps", 1) if self.arch == "ps" else 0
+        return architecture(self.arch).servers(self.config.get("num_ps"))
 
     @property
     def num_workers(self) -> int:
-        return self.config.get("workers", 1) if self.arch in MULTI_PROCESS else 1
+        return self.config.get("workers", 1) if architecture(self.arch).multi_process else 1
 
     @property
     def world_size(self) -> int:
-        return self.num_workers + self.num_ps
+        return architecture(self.arch).processes(self.num_workers, self.config.get("num_ps"))
 
 
 @dataclass
@@ -84,8 +86,8 @@ def normalise(point: dict[str, Any], spec: StudySpec, target: ClusterTarget) -> 
         # Gloo runs only under horovodrun, so a gloo level brings its launcher along.
         gloo = config.get("controller") == "gloo"
         config.setdefault("launcher", "horovodrun" if gloo else DEFAULT_LAUNCHER)
-        if arch == "ps":
-            config.setdefault("num_ps", 1)
+        if architecture(arch).has_servers:
+            config.setdefault("num_ps", SETTINGS["num_ps"].default)
         if target.one_host and config.get("placement", "spread") in PLACEMENT_POLICIES:
             config.pop("placement", None)  # every rank is on the one host whatever the policy
         else:

@@ -10,7 +10,15 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from archbench.record import REQUIRED_KEYS, SCHEMA, environment, now_iso, read_records
+from archbench.archs import arch as architecture
+from archbench.record import (
+    build_record,
+    cluster_section,
+    complete,
+    environment,
+    now_iso,
+    read_records,
+)
 from archbench.sweep.launch_failures import LAUNCH_FAILED, launcher_start_failure
 from archbench.sweep.plan import PlannedRun
 from archbench.sweep.runner import ProcessOutcome
@@ -120,23 +128,20 @@ def _record_config(run: PlannedRun) -> dict[str, Any]:
     if config.epochs is None and config.steps is None:
         config.epochs = 1
     record = config.as_record(run.world_size, run.num_workers)
-    record["controller"] = run.config.get("controller", {"p2p": "mpi", "ps": "grpc"}.get(run.arch))
+    record["controller"] = run.config.get("controller", architecture(run.arch).default_controller)
     return record
 
 
 def _record_cluster(run: PlannedRun, hostfile: str | None) -> dict[str, Any]:
-    hosts = [host for host, ranks in run.layout for _ in range(ranks)]
-    roles = ["ps"] * run.num_ps + ["worker"] * run.num_workers
-    return {
-        "world_size": run.world_size,
-        "num_workers": run.num_workers,
-        "num_ps": run.num_ps,
-        "hosts": hosts,
-        "roles": roles,
-        "launcher": "none" if run.arch == "single" else run.config.get("launcher", "mpirun"),
-        "hostfile": hostfile,
-        "link": run.config.get("bandwidth"),
-    }
+    return cluster_section(
+        run.arch,
+        run.world_size,
+        run.num_ps,
+        [host for host, ranks in run.layout for _ in range(ranks)],
+        run.config.get("launcher", "mpirun") if run.launched else "none",
+        hostfile,
+        run.config.get("bandwidth"),
+    )
 
 
 def build(
@@ -160,22 +165,17 @@ def build(
     if own is not None:
         record = dict(own)
     else:
-        record = {
-            "schema": SCHEMA,
-            "run_id": run.run_id,
-            "study": study,
-            "status": status,
-            "started_at": started_at,
-            "finished_at": finished_at,
-            "config": _record_config(run),
-            "cluster": _record_cluster(run, hostfile),
-            "env": environment(),
-            "model_stats": {},
-            "timing": {"wall_s": outcome.wall_s},
-            "comm": {},
-            "result": {},
-            "error": None,
-        }
+        record = build_record(
+            run_id=run.run_id,
+            study=study,
+            status=status,
+            started_at=started_at,
+            finished_at=finished_at,
+            config=_record_config(run),
+            cluster=_record_cluster(run, hostfile),
+            env=environment(),
+            timing={"wall_s": outcome.wall_s},
+        )
     record["run_id"], record["study"], record["status"] = run.run_id, study, status
     if error is not None:
         record["error"] = {**error, "log_tail": tail}
@@ -186,7 +186,7 @@ def build(
     for key in ("workers", "placement", "bandwidth", "launcher"):
         if key in run.config:
             config.setdefault(key, run.config[key])
-    _complete(record)
+    complete(record)
     record["sweep"] = {
         "factors": run.factors,
         "repetition": run.repetition,
@@ -205,16 +205,6 @@ def build(
         "recorded_at": now_iso(),
     }
     return record
-
-
-def _complete(record: dict[str, Any]) -> None:
-    """Every contract key present (None where a failed run has no value), so readers need no guards."""
-    for section, keys in REQUIRED_KEYS.items():
-        holder = record if not section else record.get(section)
-        if section and not isinstance(holder, dict):
-            holder = record[section] = {}
-        for key in keys:
-            holder.setdefault(key, None)
 
 
 def write_outcome(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.sweep.parameters import LevelError, setting
+from archbench.settings import LevelError, setting
 
 DESIGN_KINDS = ("full_factorial", "random", "latin_hypercube", "one_at_a_time")
 CLUSTER_KINDS = ("auto", "localhost", "emulated", "slurm")

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
-
-RESULTS_NAME = "results.jsonl"
+from archbench.record.io import RESULTS_NAME, append_line, read_lines
 
 
 def _dumps(record: dict[str, Any]) -> str:
@@ -59,26 +58,18 @@ class ResultStore:
         return self._read()
 
     def _read(self) -> dict[str, dict[str, Any]]:
-        records: dict[str, dict[str, Any]] = {}
-        self.skipped_lines = 0
-        data = self.path.read_bytes() if self.path.exists() else b""
-        complete = data[: data.rfind(b"\n") + 1]  # a tail without newline is not a record yet
-        for number, line in enumerate(complete.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                self.skipped_lines += 1
-                print(
-                    f"archbench sweep: {self.path}:{number}: not a JSON record, ignored",
-                    file=sys.stderr,
-                )
-                continue
-            if isinstance(record, dict) and isinstance(record.get("run_id"), str):
-                records[record["run_id"]] = record  # a later line for the same id wins
-        self.records = records
-        return records
+        lines = read_lines(
+            self.path, complete_only=True
+        )  # a tail without newline is not a record yet
+        self.skipped_lines = len(lines.bad)
+        for where in lines.bad:
+            print(
+                f"archbench sweep: {self.dir / where}: not a JSON record, ignored", file=sys.stderr
+            )
+        self.records = {
+            r["run_id"]: r for r in lines.records if isinstance(r.get("run_id"), str)
+        }  # a later line for the same id wins
+        return self.records
 
     def _cut_partial_tail(self) -> None:
         size = self.path.stat().st_size if self.path.exists() else 0
@@ -124,14 +115,7 @@ class ResultStore:
         return True
 
     def _append_line(self, line: bytes) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            written = os.write(fd, line)
-            if written != len(line):
-                raise OSError(f"short write to {self.path}: {written} of {len(line)} bytes")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_line(self.path, line, lock=False)  # the store's own lock is held
         self._fsync_dir()
 
     def _replace(self, run_id: str, line: bytes) -> None:

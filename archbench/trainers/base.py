@@ -68,8 +68,10 @@ class Trainer(ABC):
         return self.worker_index == 0 and self.is_worker
 
     def roles(self) -> list[str]:
-        """Role of every rank, in rank order."""
-        return ["chief" if r == 0 else "worker" for r in range(self.world_size)]
+        """Role of every rank, in rank order (the architecture's descriptor says)."""
+        from archbench.archs import arch
+
+        return arch(self.config.arch).roles(self.world_size, self.config.num_ps)
 
     def check_world(self, engine: str, rank: int, size: int) -> None:
         """The engine must see the job the launcher described; a lone process says it is alone."""

@@ -26,7 +26,6 @@ from archbench.ps.cluster_spec import (
     ClusterLayout,
     layout_from_tf_config,
     layout_over_mpi,
-    role_of_rank,
     unreachable,
     wait_until_listening,
 )
@@ -83,9 +82,6 @@ class PSTrainer(Trainer):
     @property
     def is_worker(self) -> bool:
         return self.rank >= self.num_ps
-
-    def roles(self) -> list[str]:
-        return [role_of_rank(rank, self.num_ps) for rank in range(self.world_size)]
 
     @property
     def timeout_s(self) -> float:

@@ -16,8 +16,5 @@ class SingleTrainer(KerasTrainer):
     def worker_index(self) -> int:
         return 0
 
-    def roles(self) -> list[str]:
-        return ["chief"]
-
     def allgather_object(self, value) -> list:
         return [value]

@@ -1,10 +1,10 @@
 """The rank side of `archbench microbench`: started by mpirun, measures, and rank 0 writes a JSON
 list of results to --result-file.
 
-    python -m archbench.perfmodel.mb_ranks mpi      --sizes 8,1024 --result-file R   (2+ ranks)
-    python -m archbench.perfmodel.mb_ranks horovod  --sizes 8,1024 --result-file R   (2+ ranks)
-    python -m archbench.perfmodel.mb_ranks ps       --sizes 8,1024 --hosts h0,h1 --result-file R
-    python -m archbench.perfmodel.mb_ranks compute  --models mlp --batch-sizes 32,64 --result-file R
+    python -m archbench.perfmodel.measure.mb_ranks mpi      --sizes 8,1024 --result-file R   (2+ ranks)
+    python -m archbench.perfmodel.measure.mb_ranks horovod  --sizes 8,1024 --result-file R   (2+ ranks)
+    python -m archbench.perfmodel.measure.mb_ranks ps       --sizes 8,1024 --hosts h0,h1 --result-file R
+    python -m archbench.perfmodel.measure.mb_ranks compute  --models mlp --batch-sizes 32,64 --result-file R
 
 Every timing is a median over iterations after warm-up; the iteration count adapts to the size
 so each size takes about --seconds-per-size.
@@ -112,7 +112,7 @@ def bench_mpi(sizes: list[int], budget_s: float) -> list[dict]:
 
 
 def _allreduce_row(bench: str, nbytes: int, ranks: int, iterations: int, seconds: float) -> dict:
-    from archbench.perfmodel.formulas import allreduce_bus_bandwidth
+    from archbench.perfmodel.model.formulas import allreduce_bus_bandwidth
 
     algbw = nbytes / seconds
     return {

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import RunFailed, UsageError
-from archbench.perfmodel.calibration import calibration_from_records
-from archbench.perfmodel.units import positive_ints
+from archbench.perfmodel.measure.calibration import calibration_from_records
+from archbench.perfmodel.model.units import positive_ints
 from archbench.process_group import run_in_group
 
 SCHEMA = "archbench.microbench/1"
@@ -151,7 +151,7 @@ def mpirun_argv(hosts: list[tuple[str, int]], python: str, program: list[str]) -
     return [
         "mpirun", "-np", str(world), "-H", spec, "--map-by", "slot", "--bind-to", "none",
         "--oversubscribe", "-x", "PYTHONPATH", "-x", "TF_CPP_MIN_LOG_LEVEL",
-        python, "-m", "archbench.perfmodel.mb_ranks", *program,
+        python, "-m", "archbench.perfmodel.measure.mb_ranks", *program,
     ]  # fmt: skip
 
 
@@ -283,7 +283,7 @@ def shaped_link(hosts: list[str]) -> tuple[str | None, float | None]:
     link = current_link(hosts)
     if not link:
         return None, None
-    from archbench.perfmodel.units import parse_bandwidth
+    from archbench.perfmodel.model.units import parse_bandwidth
 
     return link, parse_bandwidth(link)
 

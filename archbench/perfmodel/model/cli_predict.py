@@ -7,12 +7,33 @@ import argparse
 import json
 import sys
 
+from archbench.bandwidth import format_bits as format_bandwidth
+from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
-from archbench.perfmodel.calibration import ComputeLine
-from archbench.perfmodel.fitfile import model_inputs
-from archbench.perfmodel.modelinfo import input_spec, ps_plan, variable_bytes
-from archbench.perfmodel.predictor import ARCHS, StepConfig, default_placement, predict_step
-from archbench.perfmodel.units import emulated_burst_bytes, format_bandwidth, parse_bandwidth
+from archbench.perfmodel.fit.fitfile import model_inputs
+from archbench.perfmodel.measure.calibration import ComputeLine
+from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, variable_bytes
+from archbench.perfmodel.model.predictor import StepConfig, default_placement, predict_step
+from archbench.perfmodel.model.units import emulated_burst_bytes
+from archbench.settings import SERVER_PLACEMENTS, SETTINGS, add_flag
+
+# setting -> what predict asks differently from training (argparse keywords)
+PREDICT_SETTINGS: dict[str, dict] = {
+    "arch": {"required": True, "default": None},
+    "workers": {"default": 1, "help": "worker processes (default 1)"},
+    "num_ps": {"help": "PS tasks (ps only, default 1)"},
+    "model": {"required": True, "default": None},
+    "dataset": {"help": "decides the model's input shape"},
+    "batch_size": {"required": True, "default": None, "help": "per worker"},
+    "bandwidth": {
+        "help": "link between hosts, e.g. 200mbit, 1gbit, 10gbit/s (default: the calibrated path)"
+    },
+    "sync": {"default": True},
+    "ps_sharding": {},
+    "p2p_schedule": {},
+    "fusion_threshold_mb": {},
+    "compression": {},
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,13 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
     )
     add = parser.add_argument
-    add("--arch", required=True, choices=ARCHS)
-    add("--workers", type=int, default=1, help="worker processes (default 1)")
-    add("--num-ps", type=int, default=1, help="PS tasks (ps only, default 1)")
+    # the settings predict shares with training, from the registry
+    for name, override in PREDICT_SETTINGS.items():
+        add_flag(parser, SETTINGS[name], **override)
     add(
         "--placement",
         default="dedicated",
-        choices=("dedicated", "colocated"),
+        choices=sorted(SERVER_PLACEMENTS),
         help="PS on hosts of their own, or beside workers (default dedicated)",
     )
     add(
@@ -37,21 +58,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="number of hosts (default: one per rank); ranks are dealt round-robin over them",
     )
-    add("--model", required=True)
-    add("--dataset", default="fashion_mnist", help="decides the model's input shape")
-    add("--batch-size", type=int, required=True, help="per worker")
-    add(
-        "--bandwidth",
-        default=None,
-        help="link between hosts, e.g. 200mbit, 1gbit, 10gbit/s (default: the calibrated path)",
-    )
-    sync = parser.add_mutually_exclusive_group()
-    sync.add_argument("--sync", dest="sync", action="store_true", default=True)
-    sync.add_argument("--async", dest="sync", action="store_false")
-    add("--ps-sharding", default="round-robin", choices=("round-robin", "balanced"))
-    add("--p2p-schedule", default="staggered", choices=("naive", "staggered"))
-    add("--fusion-threshold-mb", type=float, default=64.0)
-    add("--compression", default="none", choices=("none", "fp16"))
     add(
         "--emulated",
         action="store_true",
@@ -94,7 +100,7 @@ def build_config(args: argparse.Namespace) -> StepConfig:
         shape, classes = input_spec({"dataset": args.dataset})
         sizes = variable_bytes(args.model, shape, classes)
         param_bytes = float(sum(sizes))
-        if args.arch == "ps":
+        if placement.ps_hosts:
             plan = ps_plan(args.model, shape, classes, len(placement.ps_hosts), args.ps_sharding)
     return StepConfig(
         arch=args.arch,
@@ -147,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         f"{config.arch} {config.model}: {config.num_workers} workers"
         + (
             f", {config.num_ps} PS ({args.placement}, {'sync' if config.sync else 'async'})"
-            if config.arch == "ps"
+            if config.placement.ps_hosts
             else ""
         )
         + f", batch {config.batch_size}/worker, link {format_bandwidth(config.bandwidth_bits)},"

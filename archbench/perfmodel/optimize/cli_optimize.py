@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.perfmodel.fitfile import model_inputs, write_json_atomic
-from archbench.perfmodel.modelinfo import train_size
-from archbench.perfmodel.optimizer import (
+from archbench.perfmodel.fit.fitfile import model_inputs, write_json_atomic
+from archbench.perfmodel.fit.records import study_records
+from archbench.perfmodel.model.modelinfo import train_size
+from archbench.perfmodel.optimize.optimizer import (
     OBJECTIVES,
     Candidate,
     attach_measurements,
@@ -22,7 +23,6 @@ from archbench.perfmodel.optimizer import (
     random_search_odds,
     step_config_for,
 )
-from archbench.perfmodel.records import study_records
 
 REPORT_NAME = "optimize"
 DEFAULT_CALIBRATION = Path("runs/microbench/results.jsonl")

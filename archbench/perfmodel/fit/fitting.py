@@ -17,9 +17,9 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from archbench.errors import UsageError
-from archbench.perfmodel.calibration import Calibration, ComputeLine
-from archbench.perfmodel.predictor import ArchParams, ModelParams, predict_step
-from archbench.perfmodel.records import Observation
+from archbench.perfmodel.fit.records import Observation
+from archbench.perfmodel.measure.calibration import Calibration, ComputeLine
+from archbench.perfmodel.model.predictor import ArchParams, ModelParams, predict_step
 
 # Free parameters per architecture variant: (name, scale, lower, upper, prior). The optimiser
 # works on value / scale so that every unknown is of order one.
@@ -270,12 +270,12 @@ def describe(obs: Observation) -> str:
     bits = c.bandwidth_bits
     link = "lo" if bits is None else f"{bits / 1e6:g}Mbit"
     extra = ""
-    if c.arch == "ps":
+    if c.placement.ps_hosts:
         shared = set(c.placement.ps_hosts) & set(c.placement.worker_hosts)
         where = "colocated" if shared else "dedicated"
         extra = f" ps={c.num_ps} {where} {'sync' if c.sync else 'async'} {c.ps_sharding}"
-    elif c.arch == "p2p":
-        extra = f" {c.p2p_schedule}"
+    elif c.key != c.arch:  # a variant of its architecture (the p2p schedule)
+        extra = f" {c.key.split('-', 1)[1]}"
     return f"{c.arch} {c.model} W={c.num_workers} b={c.batch_size} {link}{extra}"
 
 

@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.perfmodel import figures
-from archbench.perfmodel.calibration import Calibration, load_calibration
-from archbench.perfmodel.fitfile import (
+from archbench.perfmodel.fit import figures
+from archbench.perfmodel.fit.fitfile import (
     FIT_NAME,
     FIT_SCHEMA,
     model_inputs,
     read_fit,
     write_json_atomic,
 )
-from archbench.perfmodel.fitting import (
+from archbench.perfmodel.fit.fitting import (
     Scored,
     Split,
     error_summary,
@@ -33,8 +32,9 @@ from archbench.perfmodel.fitting import (
     split_random,
     split_where,
 )
-from archbench.perfmodel.records import Observation, study_observations
-from archbench.perfmodel.units import positive_ints
+from archbench.perfmodel.fit.records import Observation, study_observations
+from archbench.perfmodel.measure.calibration import Calibration, load_calibration
+from archbench.perfmodel.model.units import positive_ints
 
 VALIDATION_NAME = "perfmodel_validation"
 WHATIF_NAME = "perfmodel_whatif"
@@ -261,8 +261,8 @@ def validation_table(rows: list[Scored], summary: dict[str, dict[str, Any]]) -> 
 
 
 def run_whatif(args: argparse.Namespace) -> int:
-    from archbench.perfmodel.units import parse_bandwidth
-    from archbench.perfmodel.whatif import whatif_curves
+    from archbench.perfmodel.model.units import parse_bandwidth
+    from archbench.perfmodel.optimize.whatif import whatif_curves
 
     workers = positive_ints(args.workers, "--workers")
     bandwidths = [b.strip() for b in args.bandwidths.split(",") if b.strip()]

@@ -31,18 +31,24 @@ def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     return DATASET_SHAPES["fashion_mnist"]
 
 
+@functools.lru_cache(maxsize=16)
+def keras_model(model: str, input_shape: tuple[int, ...], num_classes: int):
+    """archbench.models.build_model's network (built once per shape and kept)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from archbench.models import build_model
+
+    return build_model(model, input_shape, num_classes, seed=0)
+
+
 @functools.lru_cache(maxsize=64)
 def variable_shapes(
     model: str, input_shape: tuple[int, ...], num_classes: int
 ) -> tuple[tuple[tuple[int, ...], int], ...]:
     """(shape, bytes per element) of each trainable variable of archbench.models.build_model,
     in creation order."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from archbench.models import build_model
-
-    keras_model = build_model(model, input_shape, num_classes, seed=0)
     return tuple(
-        (tuple(int(d) for d in v.shape), int(v.dtype.size)) for v in keras_model.trainable_variables
+        (tuple(int(d) for d in v.shape), int(v.dtype.size))
+        for v in keras_model(model, input_shape, num_classes).trainable_variables
     )
 
 
@@ -57,21 +63,13 @@ def variable_bytes(model: str, input_shape: tuple[int, ...], num_classes: int) -
     return tuple(sizes)
 
 
-def ps_plan(
-    model: str, input_shape: tuple[int, ...], num_classes: int, num_ps: int, sharding: str
-) -> tuple[tuple[float, ...], tuple[int, ...]] | None:
-    """(bytes, variables) per server under the PS trainer's own shard plan; None when the
-    PS package cannot say."""
-    try:
-        from archbench.ps.sharding import VariableInfo, make_plan
-    except ImportError:
-        return None
-    infos = [
-        VariableInfo(f"v{i}", shape, itemsize)
-        for i, (shape, itemsize) in enumerate(variable_shapes(model, input_shape, num_classes))
-    ]
-    plan = make_plan(sharding, infos, num_ps)
-    return tuple(float(b) for b in plan.bytes_per_server()), tuple(plan.variables_per_server())
+@functools.lru_cache(maxsize=64)
+def ps_plan(model: str, input_shape: tuple[int, ...], num_classes: int, num_ps: int, sharding: str):
+    """The shard plan the PS trainer builds for this model (archbench.ps.sharding's planner,
+    the one the model prices)."""
+    from archbench.ps.sharding import plan_for_model
+
+    return plan_for_model(keras_model(model, input_shape, num_classes), num_ps, sharding)
 
 
 def variable_bytes_for(record: dict[str, Any]) -> tuple[float, ...] | None:

@@ -6,15 +6,23 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from archbench.archs import ARCHS
+from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
-from archbench.perfmodel.calibration import Calibration
-from archbench.perfmodel.modelinfo import input_spec, ps_plan, variable_bytes
-from archbench.perfmodel.predictor import ModelParams, StepConfig, default_placement, predict_step
-from archbench.perfmodel.records import Observation
-from archbench.perfmodel.units import parse_bandwidth
+from archbench.perfmodel.fit.records import Observation
+from archbench.perfmodel.measure.calibration import Calibration
+from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, variable_bytes
+from archbench.perfmodel.model.predictor import (
+    ModelParams,
+    StepConfig,
+    default_placement,
+    predict_step,
+)
 
 DEFAULT_BATCH = 64
 PS_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
+# the multi-process architectures without servers (ring, p2p): one curve each
+ALLREDUCE_LIKE = tuple(n for n, a in ARCHS.items() if a.multi_process and not a.has_servers)
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,7 @@ def whatif_curves(
                 "ring": [], "p2p": [], "ps (1 PS)": [], "ps (best K)": [],
             }  # fmt: skip
             for w in workers:
-                for arch in ("ring", "p2p"):
+                for arch in ALLREDUCE_LIKE:
                     placement = default_placement(arch, w, 0, "dedicated", None)
                     lines[arch].append(
                         (w, samples_per_s(replace(base, arch=arch, placement=placement)))

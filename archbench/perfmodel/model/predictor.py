@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from archbench.archs import ARCHITECTURES as ARCHS
+from archbench.archs import arch as architecture
 from archbench.errors import UsageError
-from archbench.perfmodel import formulas as F
-from archbench.perfmodel.calibration import Calibration, ComputeLine
-
-ARCHS = ("single", "ring", "p2p", "ps")
+from archbench.perfmodel.measure.calibration import Calibration, ComputeLine
+from archbench.perfmodel.model import formulas as F
 
 
 @dataclass
@@ -70,10 +70,10 @@ class StepConfig:
     bandwidth_bits: float | None = None  # shaped link between hosts; None = unshaped
     sync: bool = True
     ps_sharding: str = "round-robin"
-    variable_bytes: tuple[float, ...] | None = None  # for the PS shard plan
-    # (bytes, variables) per PS of the actual shard plan, when known (from the run record or
-    # the PS trainer's planner); else the plan is worked out from variable_bytes
-    ps_plan: tuple[tuple[float, ...], tuple[int, ...]] | None = None
+    variable_bytes: tuple[float, ...] | None = None  # of each trainable variable
+    # The shard plan priced: the PS trainer's own ShardPlan (archbench.ps.sharding), or
+    # (bytes, variables) per PS as a run record lists the plan it ran
+    ps_plan: Any = None
     fusion_threshold_mb: float | None = None
     compression: str = "none"
     p2p_schedule: str = "staggered"
@@ -91,11 +91,9 @@ class StepConfig:
     @property
     def key(self) -> str:
         """Which set of fitted parameters applies."""
-        if self.arch == "p2p":
-            return f"p2p-{self.p2p_schedule}"
-        if self.arch == "ps":
-            return "ps-sync" if self.sync else "ps-async"
-        return self.arch
+        from archbench.perfmodel.model.costs import fit_key
+
+        return fit_key(self)
 
 
 @dataclass(frozen=True)
@@ -128,7 +126,7 @@ def compute_seconds(config: StepConfig, params: ModelParams, calib: Calibration)
     return line.seconds(config.batch_size) * cpu_slowdown(config, params, calib)
 
 
-def _network(
+def network_for(
     config: StepConfig, arch: ArchParams, calib: Calibration, overhead_per_message: bool = True
 ) -> F.Network:
     """The calibrated paths, with this architecture's software overhead added to every
@@ -145,21 +143,16 @@ def _network(
 
 
 def ps_shards(config: StepConfig) -> tuple[list[float], list[int]]:
-    """Bytes and variable count held by each PS under the configured plan (an even split of
-    one tensor each when the variable list is unknown)."""
+    """Bytes and variable count held by each PS under the priced plan (an even split of one
+    tensor each when the plan is unknown)."""
     k = config.num_ps
     if k < 1:
         raise UsageError("a PS configuration needs at least one PS")
-    if config.ps_plan and len(config.ps_plan[0]) == k:
-        return list(config.ps_plan[0]), list(config.ps_plan[1])
-    if config.variable_bytes:
-        assignment = F.shard_assignment(config.variable_bytes, k, config.ps_sharding)
-        loads = [0.0] * k
-        counts = [0] * k
-        for size, target in zip(config.variable_bytes, assignment, strict=True):
-            loads[target] += size
-            counts[target] += 1
-        return loads, counts
+    plan = config.ps_plan
+    if hasattr(plan, "bytes_per_server") and plan.num_ps == k:
+        return [float(b) for b in plan.bytes_per_server()], plan.variables_per_server()
+    if isinstance(plan, tuple) and len(plan[0]) == k:
+        return list(plan[0]), list(plan[1])
     return [config.param_bytes / k] * k, [1] * k
 
 
@@ -167,6 +160,7 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
     """Predicted median step time of `config`."""
     if config.arch not in ARCHS:
         raise UsageError(f"unknown architecture {config.arch!r} (choose from {', '.join(ARCHS)})")
+
     compute = compute_seconds(config, params, calib)
     fitted = params.for_key(config.key)
     # software overhead and per-byte host work are CPU work too: they slow down with the
@@ -178,56 +172,9 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         gamma_s_per_byte=fitted.gamma_s_per_byte * slowdown,
         overlap=fitted.overlap,
     )
+    cost = architecture(config.arch).cost_function()(config, arch, calib, compute)
+    comm, exposed, step, terms = cost.comm_s, cost.exposed_s, cost.step_s, cost.terms
     workers = config.placement.worker_hosts
-    # what microbench measured for an allreduce this size stretches the ring's link term
-    ring_stretch = (
-        calib.ring_link_factor_for(config.cpu_sharing_ranks)
-        if config.arch == "ring" and len(set(workers)) > 1
-        else 1.0
-    )
-    if ring_stretch != 1.0:
-        arch = ArchParams(
-            alpha_s=arch.alpha_s, efficiency=arch.efficiency * ring_stretch,
-            gamma_s_per_byte=arch.gamma_s_per_byte, overlap=arch.overlap,
-        )  # fmt: skip
-    network = _network(config, arch, calib, overhead_per_message=config.arch != "ps")
-    message = float(config.param_bytes)
-    terms: dict[str, float] = {}
-    step: float
-    if config.arch == "single" or (config.arch != "ps" and len(workers) <= 1):
-        # nothing travels; what remains is applying the update (gamma per byte)
-        comm = exposed = message * arch.gamma_s_per_byte
-        step = compute + comm
-    elif config.arch == "ring":
-        wire = message / 2 if config.compression == "fp16" else message
-        threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
-        buffers = F.fusion_buffers(wire, threshold)
-        comm = F.ring_allreduce_placed_s(wire, workers, network, arch.gamma_s_per_byte, buffers)
-        terms["ring_link_factor"] = ring_stretch
-        terms["fusion_buffers"] = buffers
-        exposed = F.exposed_comm_s(comm, compute, arch.overlap)
-        step = compute + exposed
-    elif config.arch == "p2p":
-        comm = F.p2p_exchange_placed_s(message, workers, network, 1.0, arch.gamma_s_per_byte)
-        exposed = F.exposed_comm_s(comm, compute, arch.overlap)
-        step = compute + exposed
-    else:  # ps
-        shards, counts = ps_shards(config)
-        # the software overhead is the server's time per tensor request, not link latency
-        ps = F.ps_placed(
-            shards, config.placement, network, arch.gamma_s_per_byte, arch.alpha_s, counts,
-        )  # fmt: skip
-        terms["busiest_ps_bytes"] = max(shards)
-        terms["ps_bottleneck_s"] = ps.bottleneck_s
-        if config.sync:
-            comm = ps.sync_comm_s
-            exposed = F.exposed_comm_s(comm, compute, arch.overlap)
-            step = compute + exposed
-        else:
-            comm = ps.own_comm_s
-            own_exposed = F.exposed_comm_s(comm, compute, arch.overlap)
-            step = F.async_step_s(compute, own_exposed, ps.bottleneck_s)
-            exposed = step - compute
     samples = len(workers) * config.batch_size / step if step > 0 else float("inf")
     return StepPrediction(
         compute_s=compute,
@@ -250,10 +197,10 @@ def default_placement(
     """
     if workers < 1:
         raise UsageError("--workers must be at least 1")
-    if arch != "ps":
-        num_ps = 0
-    if arch == "ps" and num_ps < 1:
-        raise UsageError("--arch ps needs --num-ps of at least 1")
+    descriptor = architecture(arch)
+    num_ps = descriptor.servers(num_ps)
+    if descriptor.has_servers and num_ps < 1:
+        raise UsageError(f"--arch {arch} needs --num-ps of at least 1")
     if placement not in ("dedicated", "colocated"):
         raise UsageError(f"unknown placement {placement!r} (choose dedicated or colocated)")
     if placement == "colocated":

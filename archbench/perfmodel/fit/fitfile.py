@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.perfmodel.calibration import Calibration, load_calibration
-from archbench.perfmodel.predictor import ModelParams
+from archbench.perfmodel.measure.calibration import Calibration, load_calibration
+from archbench.perfmodel.model.predictor import ModelParams
 
 FIT_SCHEMA = "archbench.perfmodel.fit/1"
 FIT_NAME = "perfmodel_fit.json"

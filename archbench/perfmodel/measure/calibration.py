@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from archbench.errors import UsageError
-from archbench.perfmodel.formulas import LinkCost
+from archbench.perfmodel.model.formulas import LinkCost
 
 # Used only when nothing was measured: a loopback TCP path of a few GB/s and tens of
 # microseconds per message, and a switched Ethernet hop of ~50 us. The README says so and

@@ -174,41 +174,6 @@ def fusion_buffers(message_bytes: float, fusion_threshold_bytes: float | None) -
 
 
 # ---------------------------------------------------------------------------------------------
-# Shard plans of variables over parameter servers.
-
-
-def shard_plan(variable_bytes: Sequence[float], num_ps: int, strategy: str) -> list[float]:
-    """Bytes held by each PS (see shard_assignment)."""
-    loads = [0.0] * num_ps
-    for index, target in enumerate(shard_assignment(variable_bytes, num_ps, strategy)):
-        loads[target] += variable_bytes[index]
-    return loads
-
-
-def shard_assignment(variable_bytes: Sequence[float], num_ps: int, strategy: str) -> list[int]:
-    """The PS index of each variable.
-
-    round-robin: variable i goes to PS i mod K (tf.compat.v1.train.replica_device_setter's
-    default). balanced: each variable, in creation order, goes to the least-loaded PS
-    (GreedyLoadBalancingStrategy with byte_size_load_fn).
-    """
-    if num_ps < 1:
-        raise ValueError(f"num_ps must be >= 1, got {num_ps}")
-    loads = [0.0] * num_ps
-    assignment = []
-    for index, size in enumerate(variable_bytes):
-        if strategy == "round-robin":
-            target = index % num_ps
-        elif strategy == "balanced":
-            target = min(range(num_ps), key=lambda k: (loads[k], k))
-        else:
-            raise ValueError(f"unknown PS sharding strategy {strategy!r}")
-        loads[target] += size
-        assignment.append(target)
-    return assignment
-
-
-# ---------------------------------------------------------------------------------------------
 # Placement-aware traffic: which host runs which rank decides which link carries the bytes.
 # With one rank per host these reduce to the closed forms above (checked in the tests).
 

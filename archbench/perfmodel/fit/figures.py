@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from archbench.perfmodel.fitting import Scored
+from archbench.perfmodel.fit.fitting import Scored
 
 ARCH_STYLE = {
     "ring": ("tab:blue", "o"),

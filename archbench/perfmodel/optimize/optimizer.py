@@ -13,11 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from archbench.perfmodel import formulas as F
-from archbench.perfmodel.calibration import Calibration, is_finite_positive
-from archbench.perfmodel.modelinfo import input_spec, ps_plan, steps_per_epoch, variable_bytes
-from archbench.perfmodel.predictor import ModelParams, StepConfig, predict_step
-from archbench.perfmodel.units import emulated_burst_bytes, parse_bandwidth
+from archbench.archs import arch as architecture
+from archbench.bandwidth import parse_bandwidth
+from archbench.perfmodel.measure.calibration import Calibration, is_finite_positive
+from archbench.perfmodel.model import formulas as F
+from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, steps_per_epoch, variable_bytes
+from archbench.perfmodel.model.predictor import ModelParams, StepConfig, predict_step
+from archbench.perfmodel.model.units import emulated_burst_bytes
 
 # epoch_time: seconds to train one epoch of the data set (median step x steps per epoch at
 # this configuration's global batch) - comparable across worker counts and batch sizes;
@@ -67,7 +69,7 @@ def step_config_for(
     """The model's view of a sweep configuration and its rank layout."""
     arch = config["arch"]
     hosts = [host for host, ranks in layout for _ in range(ranks)]
-    num_ps = int(config.get("num_ps", 1)) if arch == "ps" else 0
+    num_ps = architecture(arch).servers(config.get("num_ps"))
     roles = [F.PS] * num_ps + [F.WORKER] * (len(hosts) - num_ps)
     shape, classes = input_spec(config)
     sizes = variable_bytes(str(config.get("model", "mlp")), shape, classes)
@@ -76,7 +78,7 @@ def step_config_for(
     sharing = len(hosts) if shared_machine else max(hosts.count(h) for h in set(hosts))
     model = str(config.get("model", "mlp"))
     sharding = str(config.get("ps_sharding", "round-robin"))
-    plan = ps_plan(model, shape, classes, num_ps, sharding) if arch == "ps" else None
+    plan = ps_plan(model, shape, classes, num_ps, sharding) if num_ps else None
     return StepConfig(
         arch=arch,
         model=str(config.get("model", "mlp")),

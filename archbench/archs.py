@@ -1,0 +1,131 @@
+"""One descriptor per communication architecture: everything the rest of archbench asks about an
+architecture instead of comparing its name with a literal.
+
+A descriptor says how many processes a job of W workers and K servers runs, which rank does what
+(servers first, then workers; the first worker is the chief that writes the record), which
+controller it uses by default, which settings mean something for it (the registry's rows that name
+it), which trainer runs it and which cost function prices its step in the performance model.
+Trainers and cost functions are named by import path and loaded only when used, so this module
+stays free of TensorFlow, MPI and the model.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+SERVER_ROLE = "ps"
+WORKER_ROLE = "worker"
+CHIEF_ROLE = "chief"
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    summary: str
+    multi_process: bool  # run under a launcher (mpirun / horovodrun); False: one plain process
+    has_servers: bool  # ranks 0..K-1 are parameter servers, the rest workers
+    default_controller: str | None  # what carries the messages when the run does not say
+    trainer_path: str  # "module:class" of its trainer
+    cost_path: str  # "module:function" pricing one step in the performance model
+
+    def servers(self, num_ps: int | None) -> int:
+        """Server processes of a job asked for `num_ps` servers (0 where there are none)."""
+        return int(num_ps if num_ps is not None else 1) if self.has_servers else 0
+
+    def processes(self, workers: int, num_ps: int | None = None) -> int:
+        """Processes a job of `workers` workers (and `num_ps` servers) runs."""
+        return (workers if self.multi_process else 1) + self.servers(num_ps)
+
+    def workers(self, world_size: int, num_ps: int | None = None) -> int:
+        """Workers among `world_size` processes."""
+        return world_size - self.servers(num_ps) if self.multi_process else 1
+
+    def chief_rank(self, num_ps: int | None = None) -> int:
+        """The first worker: it writes the record."""
+        return self.servers(num_ps)
+
+    def roles(self, world_size: int, num_ps: int | None = None) -> list[str]:
+        """Role of every rank, in rank order, as the record's `cluster.roles` lists them."""
+        servers = self.servers(num_ps)
+        return [
+            SERVER_ROLE if rank < servers else CHIEF_ROLE if rank == servers else WORKER_ROLE
+            for rank in range(world_size)
+        ]
+
+    def accepts(self, setting: str) -> bool:
+        """Whether the registry's setting `setting` means anything for this architecture."""
+        from archbench.settings import SETTINGS
+
+        return self.name in SETTINGS[setting].applies_to
+
+    def trainer_class(self) -> type:
+        return _load(self.trainer_path)
+
+    def cost_function(self) -> Callable[..., Any]:
+        return _load(self.cost_path)
+
+
+def _load(path: str) -> Any:
+    module_name, name = path.split(":")
+    return getattr(importlib.import_module(module_name), name)
+
+
+_COSTS = "archbench.perfmodel.model.costs"
+
+ARCHS: dict[str, Architecture] = {
+    a.name: a
+    for a in (
+        Architecture(
+            "single",
+            "one process: the baseline for speed-up and scaling efficiency",
+            multi_process=False,
+            has_servers=False,
+            default_controller=None,
+            trainer_path="archbench.trainers.single:SingleTrainer",
+            cost_path=f"{_COSTS}:single_cost",
+        ),
+        Architecture(
+            "ring",
+            "ring-allreduce with Horovod",
+            multi_process=True,
+            has_servers=False,
+            default_controller=None,  # Horovod's own choice (MPI under mpirun)
+            trainer_path="archbench.trainers.ring:RingTrainer",
+            cost_path=f"{_COSTS}:ring_cost",
+        ),
+        Architecture(
+            "p2p",
+            "peer to peer over mpi4py, each worker owning a shard",
+            multi_process=True,
+            has_servers=False,
+            default_controller="mpi",
+            trainer_path="archbench.trainers.p2p:P2PTrainer",
+            cost_path=f"{_COSTS}:p2p_cost",
+        ),
+        Architecture(
+            "ps",
+            "TensorFlow parameter servers over gRPC",
+            multi_process=True,
+            has_servers=True,
+            default_controller="grpc",
+            trainer_path="archbench.trainers.ps:PSTrainer",
+            cost_path=f"{_COSTS}:ps_cost",
+        ),
+    )
+}
+ARCHITECTURES: tuple[str, ...] = tuple(ARCHS)
+MULTI_PROCESS: frozenset[str] = frozenset(n for n, a in ARCHS.items() if a.multi_process)
+WITH_SERVERS: frozenset[str] = frozenset(n for n, a in ARCHS.items() if a.has_servers)
+
+
+def arch(name: str) -> Architecture:
+    """The descriptor of `name`; KeyError names the known ones."""
+    try:
+        return ARCHS[name]
+    except KeyError:
+        raise KeyError(
+            f"unknown architecture {name!r} (choose from {', '.join(ARCHITECTURES)})"
+        ) from None

@@ -1,0 +1,170 @@
+"""Run records of a study -> the model's inputs (StepConfig) and the measured step times."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from archbench.archs import ARCHS
+from archbench.archs import arch as architecture
+from archbench.errors import UsageError
+from archbench.perfmodel.measure.calibration import is_finite_positive
+from archbench.perfmodel.model import formulas as F
+from archbench.perfmodel.model.modelinfo import input_spec, ps_plan
+from archbench.perfmodel.model.predictor import StepConfig
+from archbench.perfmodel.model.units import emulated_burst_bytes
+from archbench.record import RunRecord, latest_per_run, read_lines, study_files
+from archbench.record.schema import is_server_role
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One successful run: what was configured and what was measured."""
+
+    run_id: str
+    config: StepConfig
+    config_key: str  # identical for repetitions of one configuration
+    step_s: float
+    compute_s: float | None
+    comm_s: float | None
+    record: dict[str, Any]
+
+    @property
+    def arch_key(self) -> str:
+        return self.config.key
+
+
+def placement_from_record(record: dict[str, Any]) -> F.Placement:
+    """Host and role per rank as the run recorded them.
+
+    Without per-rank hosts, one host per rank is assumed (the cluster's usual layout).
+    """
+    view = RunRecord(record)
+    num_ps = view.servers
+    hosts = view.hosts or []
+    roles = [r.lower() for r in view.roles or []]
+    world = view.world_size or len(hosts) or int(view.workers or 1) + num_ps
+    if len(roles) != world:
+        roles = architecture(view.arch).roles(world, num_ps) if view.arch in ARCHS else []
+        roles = roles if len(roles) == world else ["ps"] * num_ps + ["worker"] * (world - num_ps)
+    if len(hosts) != world:
+        hosts = [f"rank{i}" for i in range(world)]
+    return F.Placement(
+        hosts=tuple(hosts),
+        roles=tuple(F.PS if is_server_role(r) else F.WORKER for r in roles),
+    )
+
+
+def cpu_sharing_ranks(record: dict[str, Any], placement: F.Placement) -> int:
+    """Processes competing for the chief worker's cores.
+
+    On an emulated cluster every namespace runs on the same machine, so all ranks share its
+    cores; on a real cluster (or one machine) only the ranks placed on the same host do.
+    """
+    if RunRecord(record).emulated:
+        return len(placement.hosts)
+    workers = placement.worker_hosts
+    chief_host = workers[0] if workers else placement.hosts[0]
+    return sum(1 for h in placement.hosts if h == chief_host)
+
+
+def config_key(record: dict[str, Any]) -> str:
+    """A digest of everything that defines a configuration (not the seed or repetition)."""
+    view = RunRecord(record)
+    config = dict(view.config)
+    for noise in ("seed", "run_id", "out", "study"):
+        config.pop(noise, None)
+    identity = {
+        "config": config,
+        "workers": view.cluster.get("num_workers"),
+        "hosts": view.cluster.get("hosts"),
+        "roles": view.cluster.get("roles"),
+        "link": view.cluster.get("link"),
+        "placement": (record.get("factors") or {}).get("placement"),
+    }
+    return hashlib.sha1(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _shard_plan(view: RunRecord, num_ps: int) -> Any:
+    """The plan the run recorded, else the PS trainer's planner's plan of its model."""
+    sharding = view.get("comm.ps.sharding") or {}
+    if sharding.get("bytes_per_server") and sharding.get("variables_per_server"):
+        return (
+            tuple(float(b) for b in sharding["bytes_per_server"]),
+            tuple(int(v) for v in sharding["variables_per_server"]),
+        )
+    shape, classes = input_spec(view.config)
+    try:
+        return ps_plan(
+            str(view.config.get("model")), shape, classes, num_ps,
+            str(view.config.get("ps_sharding") or "round-robin"),
+        )  # fmt: skip
+    except Exception:  # noqa: BLE001 - a model that cannot be built here only loses the plan
+        return None
+
+
+def observation_from_record(record: dict[str, Any]) -> Observation | None:
+    """The observation of a successful run, or None when the record cannot be used."""
+    view = RunRecord(record)
+    if not view.ok or record.get("kind") not in (None, "run"):
+        return None
+    step_s = view.get("timing.step_s_median")
+    param_bytes = view.get("model_stats.param_bytes")
+    config = view.config
+    if not is_finite_positive(step_s) or not is_finite_positive(param_bytes):
+        return None
+    if view.arch not in ARCHS:
+        return None
+    placement = placement_from_record(record)
+    servers = len(placement.ps_hosts)
+    step = StepConfig(
+        arch=view.arch,
+        model=str(config.get("model")),
+        batch_size=int(config.get("batch_size") or 1),
+        param_bytes=float(param_bytes),
+        placement=placement,
+        bandwidth_bits=view.link_bits,
+        sync=view.is_sync,
+        ps_sharding=str(config.get("ps_sharding") or "round-robin"),
+        ps_plan=_shard_plan(view, servers) if servers else None,
+        fusion_threshold_mb=config.get("fusion_threshold_mb"),
+        compression=str(config.get("compression") or "none"),
+        p2p_schedule=str(config.get("p2p_schedule") or "staggered"),
+        cpu_sharing_ranks=cpu_sharing_ranks(record, placement),
+        link_burst_bytes=emulated_burst_bytes(view.cluster.get("link")),
+    )
+    compute = view.get("timing.compute_s_median")
+    comm = view.get("timing.comm_s_median")
+    return Observation(
+        run_id=str(record.get("run_id")),
+        config=step,
+        config_key=config_key(record),
+        step_s=float(step_s),
+        compute_s=float(compute) if is_finite_positive(compute) else None,
+        comm_s=float(comm) if isinstance(comm, int | float) and comm >= 0 else None,
+        record=record,
+    )
+
+
+def study_records(study_dir: str | Path) -> list[dict[str, Any]]:
+    """The run records of a study folder (archbench.record's one rule for a study's files);
+    a run id seen twice keeps its last record."""
+    folder = Path(study_dir)
+    if not folder.is_dir():
+        raise UsageError(f"study folder {folder} does not exist")
+    try:
+        files = study_files(folder)
+    except UsageError:
+        return []
+    return latest_per_run(read_lines(files).records)
+
+
+def study_observations(study_dir: str | Path) -> list[Observation]:
+    records = study_records(study_dir)
+    observations = [o for o in map(observation_from_record, records) if o is not None]
+    if not observations:
+        raise UsageError(f"no successful run records with step times under {study_dir}")
+    return observations

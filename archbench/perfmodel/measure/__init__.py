@@ -1,0 +1,1 @@
+"""Measuring the machine: microbenchmarks launched like any run, and the calibration they give."""

@@ -1,0 +1,92 @@
+"""One cost function per architecture: the communication of one step and the step it makes,
+given the compute time and the architecture's fitted parameters. The architecture's descriptor
+(`archbench.archs`) names its function here; `predictor.predict_step` calls it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from archbench.perfmodel.measure.calibration import Calibration
+from archbench.perfmodel.model import formulas as F
+from archbench.perfmodel.model.predictor import ArchParams, StepConfig, network_for, ps_shards
+
+
+@dataclass
+class StepCost:
+    comm_s: float  # total communication of one step
+    exposed_s: float  # the part of it on the critical path
+    step_s: float
+    terms: dict[str, float] = field(default_factory=dict)
+
+
+def single_cost(
+    config: StepConfig, arch: ArchParams, calib: Calibration, compute: float
+) -> StepCost:
+    """Nothing travels; what remains is applying the update (gamma per byte)."""
+    comm = float(config.param_bytes) * arch.gamma_s_per_byte
+    return StepCost(comm, comm, compute + comm)
+
+
+def _overlapped(comm: float, compute: float, arch: ArchParams, terms=None) -> StepCost:
+    exposed = F.exposed_comm_s(comm, compute, arch.overlap)
+    return StepCost(comm, exposed, compute + exposed, terms or {})
+
+
+def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: float) -> StepCost:
+    workers = config.placement.worker_hosts
+    if len(workers) <= 1:
+        return single_cost(config, arch, calib, compute)
+    # what microbench measured for an allreduce this size stretches the ring's link term
+    stretch = calib.ring_link_factor_for(config.cpu_sharing_ranks) if len(set(workers)) > 1 else 1.0
+    if stretch != 1.0:
+        arch = ArchParams(
+            alpha_s=arch.alpha_s, efficiency=arch.efficiency * stretch,
+            gamma_s_per_byte=arch.gamma_s_per_byte, overlap=arch.overlap,
+        )  # fmt: skip
+    network = network_for(config, arch, calib)
+    message = float(config.param_bytes)
+    wire = message / 2 if config.compression == "fp16" else message
+    threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
+    buffers = F.fusion_buffers(wire, threshold)
+    comm = F.ring_allreduce_placed_s(wire, workers, network, arch.gamma_s_per_byte, buffers)
+    return _overlapped(
+        comm, compute, arch, {"ring_link_factor": stretch, "fusion_buffers": buffers}
+    )
+
+
+def p2p_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: float) -> StepCost:
+    workers = config.placement.worker_hosts
+    if len(workers) <= 1:
+        return single_cost(config, arch, calib, compute)
+    network = network_for(config, arch, calib)
+    message = float(config.param_bytes)
+    comm = F.p2p_exchange_placed_s(message, workers, network, 1.0, arch.gamma_s_per_byte)
+    return _overlapped(comm, compute, arch)
+
+
+def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: float) -> StepCost:
+    # the software overhead is the server's time per tensor request, not link latency
+    network = network_for(config, arch, calib, overhead_per_message=False)
+    shards, counts = ps_shards(config)
+    ps = F.ps_placed(
+        shards, config.placement, network, arch.gamma_s_per_byte, arch.alpha_s, counts,
+    )  # fmt: skip
+    terms = {"busiest_ps_bytes": max(shards), "ps_bottleneck_s": ps.bottleneck_s}
+    if config.sync:
+        return _overlapped(ps.sync_comm_s, compute, arch, terms)
+    comm = ps.own_comm_s
+    own_exposed = F.exposed_comm_s(comm, compute, arch.overlap)
+    step = F.async_step_s(compute, own_exposed, ps.bottleneck_s)
+    return StepCost(comm, step - compute, step, terms)
+
+
+def fit_key(config: StepConfig) -> str:
+    """Which set of fitted parameters applies: the architecture, or its variant."""
+    variant = _VARIANTS.get(config.arch)
+    return variant(config) if variant else config.arch
+
+
+_VARIANTS = {
+    "p2p": lambda c: f"p2p-{c.p2p_schedule}",
+    "ps": lambda c: "ps-sync" if c.sync else "ps-async",
+}

@@ -1,0 +1,149 @@
+"""The run record's schema: its version, the keys every record carries, and how a record of an
+older version is brought up to this one when it is read.
+
+Version 2 adds `cluster.placement`, the canonical placement stored at write time (`dedicated`:
+no server shares a host with a worker; `colocated`: one does; `spread`: no servers, workers on
+more than one host; null: one host without servers, or hosts unknown). Version 1 records are
+migrated on read: their placement is worked out from their hosts and roles the same way, and a
+boolean `config.sync` becomes "sync" / "async".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEMA = "archbench.run/2"
+OLDER_SCHEMAS = ("archbench.run/1",)
+PLACEMENTS = ("dedicated", "colocated", "spread")
+
+# The contract (README, "Run record"): keys every record carries; more may be added, none renamed.
+REQUIRED_KEYS = {
+    "": (
+        "schema",
+        "run_id",
+        "study",
+        "status",
+        "started_at",
+        "finished_at",
+        "config",
+        "cluster",
+        "env",
+        "model_stats",
+        "timing",
+        "comm",
+        "result",
+        "error",
+    ),
+    "config": (
+        "arch",
+        "model",
+        "dataset",
+        "batch_size",
+        "global_batch_size",
+        "epochs",
+        "steps",
+        "lr",
+        "optimizer",
+        "seed",
+        "sync",
+        "num_ps",
+        "ps_sharding",
+        "controller",
+        "fusion_threshold_mb",
+        "cycle_time_ms",
+        "compression",
+    ),
+    "cluster": (
+        "world_size",
+        "num_workers",
+        "num_ps",
+        "hosts",
+        "roles",
+        "launcher",
+        "hostfile",
+        "link",
+        "placement",
+    ),
+    "env": (
+        "python",
+        "tensorflow",
+        "horovod",
+        "mpi",
+        "mpi4py",
+        "numpy",
+        "cpu",
+        "cores",
+        "gpu",
+        "archbench",
+        "git_commit",
+        "load_avg_start",
+        "load_avg_end",
+    ),
+    "model_stats": ("params", "param_bytes"),
+    "timing": (
+        "wall_s",
+        "train_s",
+        "step_s_median",
+        "step_s_p90",
+        "compute_s_median",
+        "comm_s_median",
+        "samples_per_s",
+        "epochs",
+    ),
+    "comm": ("bytes_sent_per_step", "bytes_total"),
+    "result": ("final_loss", "test_accuracy", "param_norm", "target_accuracy", "time_to_target_s"),
+}
+
+
+def missing_keys(record: dict) -> list[str]:
+    """Contract keys absent from a record ("section.key"); empty for a complete ok record."""
+    missing = []
+    for section, keys in REQUIRED_KEYS.items():
+        holder = record if not section else record.get(section)
+        if not isinstance(holder, dict):
+            missing.append(section)
+            continue
+        missing.extend(f"{section}.{key}" if section else key for key in keys if key not in holder)
+    return missing
+
+
+def complete(record: dict[str, Any]) -> None:
+    """Every contract key present (None where a failed run has no value), so readers need no guards."""
+    for section, keys in REQUIRED_KEYS.items():
+        holder = record if not section else record.get(section)
+        if section and not isinstance(holder, dict):
+            holder = record[section] = {}
+        for key in keys:
+            holder.setdefault(key, None)
+
+
+def is_server_role(role: Any) -> bool:
+    return "ps" in str(role).lower() or str(role).lower() in ("server", "parameter_server")
+
+
+def placement_of(hosts: Any, roles: Any) -> str | None:
+    """The canonical placement of ranks on hosts (see the module's docstring)."""
+    if not isinstance(hosts, list) or not isinstance(roles, list) or len(hosts) != len(roles):
+        return None
+    server_hosts = {h for h, r in zip(hosts, roles, strict=True) if is_server_role(r)}
+    worker_hosts = {h for h, r in zip(hosts, roles, strict=True) if not is_server_role(r)}
+    if server_hosts:
+        return "colocated" if server_hosts & worker_hosts else "dedicated"
+    return "spread" if len(worker_hosts) > 1 else None
+
+
+def migrate(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as this schema writes it; an older one is upgraded in place (and says from
+    which version in `migrated_from`)."""
+    schema = record.get("schema")
+    if schema == SCHEMA or not isinstance(record, dict):
+        return record
+    config = record.get("config")
+    if isinstance(config, dict) and isinstance(config.get("sync"), bool):
+        config["sync"] = "sync" if config["sync"] else "async"
+    cluster = record.get("cluster")
+    if isinstance(cluster, dict) and "placement" not in cluster:
+        cluster["placement"] = placement_of(cluster.get("hosts"), cluster.get("roles"))
+    record["migrated_from"] = schema
+    record["schema"] = SCHEMA
+    return record

@@ -1,0 +1,380 @@
+"""The registry of settings: one row per knob, from which everything else about it is derived.
+
+A row says (in the manner of pyperf's METADATA) a setting's name, type, default, accepted levels,
+unit, help and which architectures it applies to. From the rows come the flags of
+`archbench train` and their validation (`archbench.config`), the record's `config`, a study's
+factor checks and its dropping of settings that do not apply (`archbench.sweep`), and the flags
+`archbench predict` shares with training. Adding a knob is one row here plus the code that uses it.
+
+Three scopes: `train` settings are flags of `python -m archbench.train` and fields of its
+configuration; `launch` settings say how a run is started (workers, placement, launcher,
+controller, link bandwidth); `sweep` settings exist only in a study (extra words for the train
+command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from archbench.archs import ARCHITECTURES, MULTI_PROCESS, WITH_SERVERS
+from archbench.errors import UsageError
+
+DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text")
+OPTIMIZERS = ("sgd",)
+COMPRESSIONS = ("none", "fp16")
+# How the ring's allreduce is run under the MPI controller: `ring` forces Open MPI's ring
+# (coll/tuned algorithm 4: reduce-scatter then allgather, 2(W-1)/W of the data per rank);
+# `default` leaves the choice to the library's decision rules. Gloo always runs its ring.
+ALLREDUCE_ALGORITHMS = ("ring", "default")
+PS_SHARDINGS = ("round-robin", "balanced")
+P2P_SCHEDULES = ("naive", "staggered")
+# Placements the sweep turns into hostfiles itself; any other level names a hostfile.
+PLACEMENT_POLICIES = ("packed", "spread", "dedicated", "colocated")
+SERVER_PLACEMENTS = frozenset({"dedicated", "colocated"})
+LAUNCHERS = ("mpirun", "horovodrun")
+CONTROLLERS = ("mpi", "gloo")
+
+ALL = frozenset(ARCHITECTURES)
+_MULTI = MULTI_PROCESS
+_PS = WITH_SERVERS
+_RING = frozenset({"ring"})
+_P2P = frozenset({"p2p"})
+_SHAPE = re.compile(r"^\d+(x\d+)*$")
+
+
+class LevelError(ValueError):
+    """A level the setting does not accept; the message says what it accepts."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: str  # int | float | choice | str | bool | shape | args
+    default: Any
+    applies_to: frozenset[str]
+    scope: str = "train"  # train | launch | sweep
+    flag: str | None = None  # the train flag (default: --name-with-dashes for train settings)
+    choices: tuple[Any, ...] = ()
+    minimum: float | None = None
+    exclusive_minimum: bool = False
+    maximum: float | None = None
+    check: Callable[[Any], None] | None = None
+    numeric: bool = False  # a factor whose levels are ordered numbers
+    unit: str = ""
+    help: str = ""
+    group: str | None = None  # train flags in one group are mutually exclusive
+    reserved: bool = False  # set by the sweep for every run; a study may not set it
+    not_applicable: Any = None  # the record's value where the setting does not apply
+
+    @property
+    def train_flag(self) -> str | None:
+        if self.scope != "train":
+            return None
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def applies(self, arch: str, value: Any = None) -> bool:
+        """Whether this setting (at level `value`) means anything for a run of `arch`."""
+        if arch not in self.applies_to:
+            return False
+        if self.name == "placement" and value in SERVER_PLACEMENTS:
+            return arch in WITH_SERVERS
+        return True
+
+    def coerce(self, value: Any) -> Any:
+        """The level as the value the run uses; raises LevelError when no backend accepts it."""
+        if self.kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+                raise LevelError(f"must be an integer, got {value!r}")
+            value = int(value)
+        elif self.kind == "float":
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise LevelError(f"must be a number, got {value!r}")
+            value = float(value)
+        elif self.kind == "choice":
+            if value not in self.choices:
+                raise LevelError(
+                    f"must be one of {', '.join(map(str, self.choices))}, got {value!r}"
+                )
+        elif self.kind == "bool":
+            if isinstance(value, str) and value.lower() in ("sync", "async"):
+                value = value.lower() == "sync"  # `sync` reads its two modes by name
+            if not isinstance(value, bool):
+                raise LevelError(f"must be true or false, got {value!r}")
+        elif self.kind in ("str", "shape"):
+            if (
+                not isinstance(value, str | int | float)
+                or isinstance(value, bool)
+                or str(value) == ""
+            ):
+                raise LevelError(f"must be a non-empty string, got {value!r}")
+            value = str(value)
+        elif self.kind == "args":
+            if isinstance(value, str):
+                value = value.split()
+            if not isinstance(value, list) or not all(
+                isinstance(v, str | int | float) for v in value
+            ):
+                raise LevelError(f"must be a list of command-line words, got {value!r}")
+            value = [str(v) for v in value]
+        self.check_range(value)
+        if self.check is not None:
+            self.check(value)
+        return value
+
+    def check_range(self, value: Any) -> None:
+        if self.minimum is not None and isinstance(value, int | float):
+            too_small = value <= self.minimum if self.exclusive_minimum else value < self.minimum
+            if too_small:
+                bound = ">" if self.exclusive_minimum else ">="
+                raise LevelError(f"must be {bound} {self.minimum:g}, got {value!r}")
+        if self.maximum is not None and isinstance(value, int | float) and value > self.maximum:
+            raise LevelError(f"must be <= {self.maximum:g}, got {value!r}")
+
+
+def _check_model(value: str) -> None:
+    from archbench.models import IMAGE_MODELS, KERAS_APPLICATIONS, TEXT_MODELS
+
+    known = IMAGE_MODELS + TEXT_MODELS + tuple(KERAS_APPLICATIONS)
+    if value not in known:
+        raise LevelError(f"must be one of {', '.join(known)}, got {value!r}")
+
+
+def _check_bandwidth(value: str) -> None:
+    from archbench.bandwidth import Bandwidth
+
+    try:
+        Bandwidth.tc_rate(value)
+    except UsageError as exc:
+        if "out of range" in str(exc):
+            raise LevelError(f"must be between 1mbit and 100gbit, got {value!r}") from None
+        raise LevelError(
+            f"must be a rate like 100mbit or 1gbit (bit, kbit, mbit, gbit), got {value!r}"
+        ) from None
+
+
+def _check_shape(value: str) -> None:
+    if not _SHAPE.match(value) or any(int(d) <= 0 for d in value.split("x")):
+        raise LevelError(f"must be a shape like 32x32x3, got {value!r}")
+
+
+def _check_placement(value: str) -> None:
+    # A hostfile path is checked against the cluster when the plan is built.
+    if value not in PLACEMENT_POLICIES and not ("/" in value or value.endswith(".txt")):
+        raise LevelError(
+            f"must be one of {', '.join(PLACEMENT_POLICIES)} or a hostfile path, got {value!r}"
+        )
+
+
+def _model_help() -> str:
+    from archbench.models import MODEL_NAMES_HELP
+
+    return MODEL_NAMES_HELP
+
+
+S = Setting
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        # --- train settings (flags of python -m archbench.train) ---
+        S("arch", "choice", "single", ALL, choices=ARCHITECTURES, help="communication architecture"),
+        S("model", "str", "mlp", ALL, check=_check_model, help="model name (see --help)"),
+        S("dataset", "choice", "fashion_mnist", ALL, choices=DATASETS),
+        S("data_dir", "str", None, ALL, help="folder with the data set's files (default for fashion_mnist: Debian's)"),
+        S("text_file", "str", None, ALL, help="corpus for --dataset text (default: the Python standard library's sources)"),
+        S("synthetic_shape", "shape", (28, 28, 1), ALL, check=_check_shape, help="input shape for synthetic data, e.g. 224x224x3"),
+        S("synthetic_classes", "int", 10, ALL, minimum=1),
+        S("synthetic_samples", "int", 2048, ALL, minimum=1),
+        S("seq_len", "int", 64, ALL, minimum=1, numeric=True, unit="characters", help="characters per window (text)"),
+        S("batch_size", "int", 32, ALL, minimum=1, numeric=True, unit="samples", help="samples per worker per step"),
+        S("epochs", "int", None, ALL, minimum=1, numeric=True, group="length", help="passes over the training set (default 1)"),
+        S("steps", "int", None, ALL, minimum=1, numeric=True, group="length", help="training steps (instead of --epochs)"),
+        S("lr", "float", 0.05, ALL, minimum=0, exclusive_minimum=True, numeric=True, help="learning rate"),
+        S("momentum", "float", 0.9, ALL, minimum=0, maximum=0.999999, numeric=True),
+        S("optimizer", "choice", "sgd", ALL, choices=OPTIMIZERS),
+        S("seed", "int", 1, ALL, minimum=0),
+        S("eval_every", "int", 0, ALL, minimum=0, unit="steps", help="evaluate every N steps (0: at each epoch end)"),
+        S("eval_samples", "int", 0, ALL, minimum=0, help="test samples per evaluation (0: all)"),
+        S("target_accuracy", "float", None, ALL, minimum=0, exclusive_minimum=True, maximum=1, help="record the training time to reach this test accuracy"),
+        S("warmup_steps", "int", 5, ALL, minimum=0, unit="steps", help="steps left out of the timing statistics"),
+        S("probe_every", "int", 10, ALL, minimum=0, unit="steps", help="every Nth step runs in two timed phases (compute, then exchange) to split the step time; 0: never"),
+        S("threads", "int", 0, ALL, minimum=0, help="TensorFlow threads per process (0: cores / local ranks)"),
+        S("out", "str", None, ALL, reserved=True, help="append the run record to this JSON-lines file"),
+        S("run_id", "str", None, ALL, reserved=True, help="identifier of this run in the record (default: generated)"),
+        S("study", "str", None, ALL, reserved=True, help="name of the study this run belongs to"),
+        S("fusion_threshold_mb", "float", 64.0, _RING, minimum=0, numeric=True, unit="MB", help="Horovod tensor-fusion buffer (MB)"),
+        S("cycle_time_ms", "float", 1.0, _RING, minimum=0, exclusive_minimum=True, numeric=True, unit="ms", help="Horovod cycle time (ms)"),
+        S("compression", "choice", "none", _RING, choices=COMPRESSIONS),
+        S("allreduce_algorithm", "choice", "ring", _RING, choices=ALLREDUCE_ALGORITHMS, help="MPI controller: Open MPI's ring allreduce (default) or the library's own choice per message size; Gloo always runs its ring"),
+        S("num_ps", "int", 1, _PS, minimum=1, numeric=True, not_applicable=0, help="number of parameter-server tasks (ranks 0..K-1)"),
+        S("sync", "bool", True, _PS, not_applicable="sync", help="synchronous updates (default); --async: asynchronous updates"),
+        S("ps_sharding", "choice", "round-robin", _PS, choices=PS_SHARDINGS),
+        S("ps_timeout_s", "float", 60.0, _PS, flag="--ps-timeout", minimum=0, exclusive_minimum=True, unit="s", help="seconds to wait for a server or worker before failing the run"),
+        S("p2p_schedule", "choice", "staggered", _P2P, choices=P2P_SCHEDULES),
+        # --- sweep settings ---
+        # extra words appended to the train command, for flags this registry does not know yet
+        S("extra_args", "args", [], ALL, scope="sweep"),
+        # --- launch settings (how the run is started) ---
+        S("workers", "int", 2, _MULTI, scope="launch", minimum=1, numeric=True, help="worker processes"),
+        S("placement", "str", "spread", _MULTI, scope="launch", check=_check_placement, help="where ranks go: a policy or a hostfile"),
+        S("launcher", "choice", "mpirun", _MULTI, scope="launch", choices=LAUNCHERS),
+        S("controller", "choice", None, _RING, scope="launch", choices=CONTROLLERS),
+        S("bandwidth", "str", None, _MULTI, scope="launch", check=_check_bandwidth, unit="bit/s", help="link between hosts, e.g. 200mbit, 1gbit"),
+    )
+}  # fmt: skip
+TRAIN_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS.values() if s.scope == "train")
+# Flag groups of `archbench train`'s help, by the architectures a setting applies to.
+_HELP_GROUPS = {_RING: "ring (Horovod)", _PS: "ps (parameter server)", _P2P: "p2p (peer to peer)"}
+
+
+def setting(name: str) -> Setting:
+    """The named setting; raises LevelError listing the known names."""
+    row = SETTINGS.get(name)
+    if row is not None and not row.reserved:
+        return row
+    if row is not None:
+        raise LevelError(
+            f"{name!r} is set by the sweep for every run ({row.train_flag}); remove it"
+        )
+    hint = _closest(name)
+    known = sorted(n for n, s in SETTINGS.items() if not s.reserved)
+    raise LevelError(
+        f"unknown setting {name!r}{f' (did you mean {hint!r}?)' if hint else ''}; "
+        f"known: {', '.join(known)}"
+    )
+
+
+def _closest(name: str) -> str | None:
+    import difflib
+
+    known = [n for n, s in SETTINGS.items() if not s.reserved]
+    matches = difflib.get_close_matches(name.replace("-", "_"), known, n=1, cutoff=0.7)
+    return matches[0] if matches else None
+
+
+def applies(name: str, arch: str, value: Any = None) -> bool:
+    """Whether setting `name` (at level `value`) means anything for a run of `arch`."""
+    return SETTINGS[name].applies(arch, value)
+
+
+# --- command-line flags ----------------------------------------------------------------------
+
+
+def _cli_type(row: Setting) -> Callable[[str], Any] | None:
+    """The argparse type of a row: a parse-time check for settings of every architecture (those
+    of one architecture are checked after parsing, for the run's architecture only)."""
+    if row.kind == "shape":
+        return parse_shape
+    if row.kind not in ("int", "float"):
+        return None
+    convert = int if row.kind == "int" else float
+    checked = row.applies_to == ALL and row.minimum is not None
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            what = "an integer" if row.kind == "int" else "a number"
+            raise argparse.ArgumentTypeError(
+                f"{row.train_flag} must be {what}, got {text!r}"
+            ) from None
+        if checked and row.kind == "int" and value < row.minimum:
+            bound = "positive" if row.minimum == 1 else f">= {row.minimum:g}"
+            raise argparse.ArgumentTypeError(f"{row.train_flag} must be {bound}, got {value}")
+        return value
+
+    return parse
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must look like 32x32x3, got {text!r}") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise argparse.ArgumentTypeError(f"shape dimensions must be positive, got {text!r}")
+    return dims
+
+
+def add_flag(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    row: Setting,
+    **override: Any,
+) -> None:
+    """Adds the flag of one row (`override` replaces argparse keywords, e.g. required=True)."""
+    flag = row.train_flag or "--" + row.name.replace("_", "-")
+    if row.kind == "bool":  # --sync / --async
+        pair = parser.add_mutually_exclusive_group()
+        pair.add_argument(
+            flag, dest=row.name, action="store_true", default=override.get("default"),
+            help=row.help.split(";")[0],
+        )  # fmt: skip
+        pair.add_argument(
+            "--a" + flag[2:], dest=row.name, action="store_false",
+            help="the opposite of " + flag,
+        )  # fmt: skip
+        return
+    if row.name == "model":
+        kwargs: dict[str, Any] = {"help": _model_help()}
+    else:
+        kwargs = {"help": row.help or None}
+    kwargs.update(dest=row.name, default=row.default)
+    if row.kind == "choice":
+        kwargs["choices"] = row.choices
+    elif (kind := _cli_type(row)) is not None:
+        kwargs["type"] = kind
+    kwargs.update(override)
+    parser.add_argument(flag, **kwargs)
+
+
+def add_train_flags(parser: argparse.ArgumentParser) -> None:
+    """Every train setting as a flag of `archbench train`, grouped as the help shows them."""
+    groups: dict[str, Any] = {}
+    for row in TRAIN_SETTINGS:
+        target: Any = parser
+        title = _HELP_GROUPS.get(row.applies_to)
+        if title is not None:
+            target = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
+        if row.group is not None:
+            key = f"exclusive:{row.group}"
+            target = groups.get(key) or groups.setdefault(
+                key, target.add_mutually_exclusive_group()
+            )
+        add_flag(target, row, default=None if row.kind == "bool" else row.default)
+
+
+def check_levels(arch: str, values: dict[str, Any]) -> None:
+    """Each value of a setting that applies to `arch` within its range; UsageError naming the
+    flag and the range otherwise (settings that do not apply are not looked at)."""
+    for row in TRAIN_SETTINGS:
+        value = values.get(row.name)
+        if value is None or not row.applies(arch) or row.kind not in ("int", "float"):
+            continue
+        try:
+            row.check_range(value)
+        except LevelError as exc:
+            if row.kind == "int" and row.minimum is not None and not row.exclusive_minimum:
+                raise UsageError(
+                    f"{row.train_flag} must be at least {row.minimum:g}, got {value}"
+                ) from None
+            raise UsageError(f"{row.train_flag} {exc}") from None
+
+
+def record_config(arch: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The record's `config` of the train settings: each value, or its not-applicable value
+    (None; 0 servers; "sync" for the architectures that are always synchronous) where it does
+    not apply to `arch`. Sync is written as sync/async."""
+    record: dict[str, Any] = {}
+    for row in TRAIN_SETTINGS:
+        value = values.get(row.name, row.default)
+        if row.name != "arch" and not row.applies(arch):
+            value = row.not_applicable
+        elif row.kind == "shape" and value is not None:
+            value = list(value)
+        elif row.name == "sync":
+            value = "sync" if value else "async"
+        record[row.name] = value
+    return record
