@@ -53,8 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         metavar="MS",
-        help="CFS period over which the budget is enforced (default: the shortest whose quota, "
-        "CPUS x period, is at least the kernel's 1 ms, in 0.5 ms steps and at least 2 ms)",
+        help="CFS period over which the budget is enforced (default 10, longer where the "
+        "quota, CPUS x period, would be under the kernel's 1 ms minimum)",
     )
     up.add_argument(
         "--latency",

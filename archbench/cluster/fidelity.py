@@ -102,6 +102,7 @@ class FidelityProbe:
             return {"emulated": False}
         end = self.read()
         window_s = end.at - self.start.at
+        quota_s = (state.cpus_per_node or 0) * (state.cfs_period_us or 0) / 1e6
         nodes = {}
         for name in self.nodes:
             node: dict = {}
@@ -112,10 +113,18 @@ class FidelityProbe:
                     throttled_s=cpu["throttled_s"],
                     nr_periods=cpu["nr_periods"],
                     nr_throttled=cpu["nr_throttled"],
-                    # Share of the promised budget the node used over the window (<= 1).
+                    # Share of the promised budget the node used over the window (<= 1; low
+                    # when its processes waited on the network or sat idle).
                     budget_used=(
                         cpu["usage_s"] / (window_s * state.cpus_per_node)
                         if cpu["usage_s"] is not None and window_s > 0 and state.cpus_per_node
+                        else None
+                    ),
+                    # What the kernel gave in the periods the node wanted CPU: its use over the
+                    # quota of those periods (1 when the budget was delivered in full).
+                    quota_delivered=(
+                        cpu["usage_s"] / (cpu["nr_periods"] * quota_s)
+                        if cpu["usage_s"] is not None and cpu["nr_periods"] and quota_s
                         else None
                     ),
                 )

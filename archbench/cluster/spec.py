@@ -13,12 +13,13 @@ DEFAULT_NAME = "emulated"
 DEFAULT_PREFIX = "node"
 DEFAULT_BANDWIDTH = "1gbit"
 MAX_NODES = 64
-# The CFS period is the shortest the kernel allows for the budget (its quota must be >= 1 ms),
-# rounded up to 0.5 ms and at least 2 ms: a node's budget then holds over windows shorter than a
-# training step's compute, so a rank that spins while it waits (MPI) and one that blocks (gRPC,
-# Gloo) compute at the same rate. Under the kernel's default 100 ms a throttled rank stalls for
-# tens of ms. Measured: archbench/cluster/README.md.
-MIN_AUTO_PERIOD_US = 2000
+# The CFS period: 10 ms, or longer where the budget's quota (CPUs x period) would fall under the
+# kernel's 1 ms minimum. Measured on four 0.45-CPU nodes with a busy loop each: 10 ms and 20 ms
+# periods deliver 0.96-1.00 of the budget, 5 ms 0.88, 2.5 ms 0.75 (quotas below the kernel's 5 ms
+# bandwidth slice are handed out unevenly); the kernel's default 100 ms delivers it too, but
+# stalls a throttled rank for up to 55 ms in mid-step (cnn: step p90 62 ms against 22 ms at
+# 10 ms). Details: archbench/cluster/README.md.
+DEFAULT_PERIOD_US = 10_000
 CPU_BUDGET_OFF = "off"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -35,7 +36,7 @@ class ClusterSpec:
     # CPU budget of every node (None: no budget, an explicitly unfaithful cluster) and the CFS
     # period over which the kernel enforces it.
     cpus_per_node: float | None = None
-    cfs_period_us: int = MIN_AUTO_PERIOD_US
+    cfs_period_us: int = DEFAULT_PERIOD_US
 
     @property
     def node_names(self) -> list[str]:
@@ -48,8 +49,8 @@ def bandwidth_bits_per_s(bandwidth: str) -> float:
 
 
 def auto_period_us(cpus: float) -> int:
-    """The shortest period (0.5 ms steps, >= 2 ms) whose quota cpus x period is >= 1 ms."""
-    return max(MIN_AUTO_PERIOD_US, math.ceil(1000 / cpus / 500) * 500)
+    """10 ms, or the shortest period (in 0.5 ms steps) whose quota cpus x period is >= 1 ms."""
+    return max(DEFAULT_PERIOD_US, math.ceil(1000 / cpus / 500) * 500)
 
 
 def budgets_of_other_clusters(name: str) -> float:
@@ -113,7 +114,7 @@ def make_spec(
     if cfs_period_ms is not None:
         period_us = int(round(cfs_period_ms * 1000))
     else:
-        period_us = auto_period_us(cpus) if cpus is not None else MIN_AUTO_PERIOD_US
+        period_us = auto_period_us(cpus) if cpus is not None else DEFAULT_PERIOD_US
     if cpus is not None:
         from archbench.cluster import cgroups
 
