@@ -10,25 +10,19 @@ Usage: python benchmarks/compute_fidelity.py [--study runs/fidelity.yaml] [--no-
 
 from __future__ import annotations
 
-import argparse
-import subprocess
 import sys
-from pathlib import Path
+
+from study_run import run_study
 
 from analysis.fidelity import DRIFT_LIMIT, baselines
 from analysis.load import load_study
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python benchmarks/compute_fidelity.py")
-    parser.add_argument("--study", default="runs/fidelity.yaml", type=Path)
-    parser.add_argument("--no-run", action="store_true", help="only print the recorded runs")
-    args = parser.parse_args(argv)
-    if not args.no_run:
-        sweep = [sys.executable, "-m", "archbench.cli", "sweep", str(args.study)]
-        if subprocess.run(sweep, check=False).returncode not in (0, 1):
-            return 2
-    study = load_study(args.study.with_suffix(""))
+    folder = run_study("python benchmarks/compute_fidelity.py", "runs/fidelity.yaml", argv)
+    if folder is None:
+        return 2
+    study = load_study(folder)
     ok = study.ok
     base = baselines(ok)
     print(f"{'workload':<8} {'arch':<5} {'W':>2} {'baseline ms':>11}  worker compute ÷ baseline")

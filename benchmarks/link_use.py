@@ -14,10 +14,9 @@ Usage: python benchmarks/link_use.py [--study runs/link-use.yaml] [--no-run]
 
 from __future__ import annotations
 
-import argparse
-import subprocess
 import sys
-from pathlib import Path
+
+from study_run import run_study
 
 from archbench.cluster.spec import bandwidth_bits_per_s
 from archbench.record import read_records
@@ -55,15 +54,10 @@ def row(record: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python benchmarks/link_use.py")
-    parser.add_argument("--study", default="runs/link-use.yaml", type=Path)
-    parser.add_argument("--no-run", action="store_true", help="only print the recorded runs")
-    args = parser.parse_args(argv)
-    if not args.no_run:
-        sweep = [sys.executable, "-m", "archbench.cli", "sweep", str(args.study)]
-        if subprocess.run(sweep, check=False).returncode not in (0, 1):
-            return 2
-    results = args.study.with_suffix("") / "results.jsonl"
+    folder = run_study("python benchmarks/link_use.py", "runs/link-use.yaml", argv)
+    if folder is None:
+        return 2
+    results = folder / "results.jsonl"
     records = [
         r for r in read_records(str(results)) if r.get("status") == "ok" and r.get("fidelity")
     ]

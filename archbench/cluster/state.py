@@ -151,13 +151,5 @@ def cluster_of(hostnames: list[str]) -> ClusterState | None:
 def current_link(hostnames: list[str]) -> str | None:
     """The shaped bandwidth (e.g. "200mbit") when every hostname is a node of one emulated
     cluster that is up; None otherwise (a real cluster, a single machine, or a mix)."""
-    short_names = {hostname.split(".")[0] for hostname in hostnames if hostname}
-    if not short_names:
-        return None
-    try:
-        for state in list_states():
-            if short_names <= set(state.node_names) and is_up(state):
-                return state.bandwidth
-    except OSError:
-        return None
-    return None
+    state = cluster_of(hostnames)
+    return state.bandwidth if state is not None else None
