@@ -190,6 +190,7 @@ class Sweep:
                 cluster_spec.prefix,
                 owner_file=owner_file,
                 log=self.say,
+                cpus_per_node=cluster_spec.cpus_per_node,
             )
             self.cluster.check_ready(
                 {r.config["bandwidth"] for r in todo if "bandwidth" in r.config}

@@ -22,10 +22,12 @@ class EmulatedCluster:
         prefix: str,
         owner_file: Path | None = None,
         log=None,
+        cpus_per_node: float | str | None = None,
     ):
         self.target = target
         self.name = name
         self.prefix = prefix
+        self.cpus_per_node = cpus_per_node  # the nodes' CPU budget when this sweep brings it up
         # Names the cluster a sweep of this study brought up, so a sweep that was killed before
         # it could bring the cluster down has it brought down by the next one.
         self.owner_file = owner_file
@@ -89,8 +91,9 @@ class EmulatedCluster:
             )
             slots = max(slots for _, slots in self.target.hosts)
             spec = make_spec(
-                self.name, len(self.target.hosts), bandwidth, self.prefix, min(slots, 64)
-            )
+                self.name, len(self.target.hosts), bandwidth, self.prefix, min(slots, 64),
+                self.cpus_per_node,
+            )  # fmt: skip
             if self.owner_file is not None:
                 self.owner_file.write_text(self.name + "\n")
             bring_up(spec)

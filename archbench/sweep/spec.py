@@ -39,7 +39,9 @@ _TOP_KEYS = {
     "design",
     "exclude",
 }
-_CLUSTER_KEYS = {"kind", "slots", "nodes", "bandwidth", "manage", "name", "prefix"}
+_CLUSTER_KEYS = {
+    "kind", "slots", "nodes", "bandwidth", "manage", "name", "prefix", "cpus_per_node",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,9 @@ class ClusterSpec:
     manage: bool = True  # emulated: bring it up when down, and down again at the end
     name: str = "emulated"  # emulated: the cluster's name (archbench cluster up --name)
     prefix: str = "node"  # emulated: node names are <prefix>1..<prefix>N
+    # emulated: each node's CPU budget when the sweep brings the cluster up (None: the fair
+    # share; "off": none)
+    cpus_per_node: float | str | None = None
 
 
 @dataclass(frozen=True)
@@ -271,6 +276,14 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
         raise UsageError(
             f"{where}: cluster: name must be 1-40 letters, digits, '.', '_', '-' and prefix 1-10 lower-case letters"
         )
+    cpus = value.get("cpus_per_node")
+    if cpus is not None:
+        from archbench.cluster.spec import parse_cpus_per_node
+
+        try:
+            parse_cpus_per_node(str(cpus), nodes)  # a positive number of CPUs, or "off"
+        except UsageError as exc:
+            raise UsageError(f"{where}: cluster: {exc}") from None
     return ClusterSpec(
         kind=kind,
         slots=slots,
@@ -279,6 +292,7 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
         manage=manage,
         name=name,
         prefix=prefix,
+        cpus_per_node=cpus,
     )
 
 
