@@ -9,14 +9,13 @@ The one rule for a study's record files: a file is itself; a folder is its `resu
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
+from archbench.jsonl import append_line
 from archbench.record.schema import migrate
 
 RESULTS_NAME = "results.jsonl"
@@ -24,27 +23,11 @@ _NOT_RECORDS = frozenset({"report", "runs"})
 
 
 def append_record(path: str, record: dict) -> None:
-    """Appends one line with a single write under an exclusive lock, then fsyncs.
+    """Appends the record as one line, all or nothing (archbench.jsonl.append_line).
 
-    Readers therefore see either the whole line or none of it; a line cut by a crash mid-write
-    (it cannot be, short of a kernel crash) would be detected on load as invalid JSON.
+    Raises OSError naming the file when it could not be written; the file is then unchanged.
     """
     append_line(path, (json.dumps(record, sort_keys=False, default=_json_default) + "\n").encode())
-
-
-def append_line(path: str | Path, line: bytes, lock: bool = True) -> None:
-    """One whole line in one write() (under an exclusive lock on the file unless the caller
-    holds its own), then fsync."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        if lock:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        written = os.write(fd, line)
-        if written != len(line):
-            raise OSError(f"short write to {path}: {written} of {len(line)} bytes")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _json_default(value):

@@ -1,8 +1,8 @@
 """`runs/<study>/results.jsonl`: one record per run id, safe against a driver killed at any moment.
 
-Only the sweep driver writes this file, and only after a run has ended: a whole line in one
-write() under flock, then fsync. A line cut short (the file does not end in a newline) is ignored on
-load and cut off under the lock, so the next append starts on a fresh line. A retried run replaces
+Only the sweep driver writes this file, and only after a run has ended, through
+archbench.jsonl.append_line: a whole line or nothing. A line cut short (the file does not end in a
+newline) is ignored on load and cut off under the lock, so the next append starts on a fresh line. A retried run replaces
 its earlier record through a temporary file, fsync and rename, so the file always holds either the
 old record or the new one, never both and never neither.
 """
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.record.io import RESULTS_NAME, append_line, read_lines
+from archbench.jsonl import append_line, cut_partial_tail, fsync_dir
+from archbench.record.io import RESULTS_NAME, read_lines
 
 
 def _dumps(record: dict[str, Any]) -> str:
@@ -72,22 +73,21 @@ class ResultStore:
         return self.records
 
     def _cut_partial_tail(self) -> None:
-        size = self.path.stat().st_size if self.path.exists() else 0
-        if size == 0:
+        if not self.path.exists():
             return
-        with open(self.path, "rb+") as handle:
-            handle.seek(-1, os.SEEK_END)
-            if handle.read(1) == b"\n":
-                return
-            data = self.path.read_bytes()
-            keep = data.rfind(b"\n") + 1
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            cut = cut_partial_tail(fd)
+        finally:
+            os.close(fd)
+        self._say_cut(cut)
+
+    def _say_cut(self, cut: int) -> None:
+        if cut:
             print(
-                f"archbench sweep: {self.path}: ignoring a half-written last line ({size - keep} bytes)",
+                f"archbench sweep: {self.path}: ignoring a half-written last line ({cut} bytes)",
                 file=sys.stderr,
             )
-            handle.truncate(keep)
-            handle.flush()
-            os.fsync(handle.fileno())
 
     def status_of(self, run_id: str) -> str | None:
         record = self.records.get(run_id)
@@ -115,8 +115,8 @@ class ResultStore:
         return True
 
     def _append_line(self, line: bytes) -> None:
-        append_line(self.path, line, lock=False)  # the store's own lock is held
-        self._fsync_dir()
+        self._say_cut(append_line(self.path, line, lock=False))  # self._locked() is held
+        fsync_dir(self.dir)
 
     def _replace(self, run_id: str, line: bytes) -> None:
         kept = []
@@ -128,20 +128,17 @@ class ResultStore:
                 pass
             kept.append(raw)
         temporary = self.path.with_name(f".{RESULTS_NAME}.{os.getpid()}.tmp")
-        with open(temporary, "wb") as handle:
-            handle.writelines(kept)
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
-        self._fsync_dir()
-
-    def _fsync_dir(self) -> None:
-        fd = os.open(self.dir, os.O_RDONLY)
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            with open(temporary, "wb") as handle:
+                handle.writelines(kept)
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, self.path)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)  # the old file stands, untouched
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+        fsync_dir(self.dir)
 
 
 class StudyLock:

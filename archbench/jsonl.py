@@ -1,0 +1,105 @@
+"""Appending one JSON line to a records file, all or nothing.
+
+Shared by `archbench train --out` and the sweep's `results.jsonl`. Under an exclusive lock: a line
+left cut short by an earlier crash (the file does not end in a newline) is cut off first, so the
+new line starts on a line of its own; the line goes out in one write() and is fsynced; a write that
+fails part-way (a full disk) is rolled back to the old size, so the file holds the whole line or
+none of it, and the caller gets an OSError naming the file.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+import tempfile
+
+# What the up-front check writes (then removes) next to the target: a record is a few KiB.
+PROBE_BYTES = 4096
+
+
+def cut_partial_tail(fd: int) -> int:
+    """Cuts a last line that has no newline off the open file; returns the bytes removed."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return 0
+    keep, position = 0, size
+    while position > 0:  # read backwards in blocks until the last newline
+        start = max(0, position - 65536)
+        block = os.pread(fd, position - start, start)
+        newline = block.rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            break
+        position = start
+    os.ftruncate(fd, keep)
+    os.fsync(fd)
+    return size - keep
+
+
+def append_line(path: str | os.PathLike[str], line: bytes, lock: bool = True) -> int:
+    """Appends `line` (ending in a newline) whole or not at all; returns the torn bytes cut first.
+
+    Raises OSError (with the file name) when the line could not be written; the file is then as
+    it was, apart from a torn tail that was already there.
+    """
+    path = os.fspath(path)
+    assert line.endswith(b"\n")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if lock:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        cut = cut_partial_tail(fd) if regular else 0
+        before = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(line)} bytes)", path)
+            os.fsync(fd)
+        except OSError as exc:
+            if regular:
+                try:
+                    os.ftruncate(fd, before)  # take back the part that did get written
+                except OSError:
+                    pass
+            raise OSError(exc.errno, exc.strerror, path) from None
+        return cut
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(folder: str | os.PathLike[str]) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_appendable(path: str) -> str | None:
+    """Why a record could not be appended to `path` now, or None. Tries for real (as root,
+    os.access says yes to nearly everything) and leaves nothing behind."""
+    target = os.path.abspath(path)
+    if os.path.isdir(target):
+        return "is a directory"
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        return f"folder {folder} does not exist"
+    if os.path.exists(target):
+        if not os.path.isfile(target):
+            return "is not a regular file (records go to a plain JSON-lines file)"
+        try:
+            with open(target, "ab"):
+                pass
+        except OSError as exc:
+            return f"not writable ({exc.strerror})"
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".archbench-probe-") as probe:
+            probe.write(b"\n" * PROBE_BYTES)
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as exc:
+        return f"not writable ({exc.strerror} in {folder})"
+    return None
