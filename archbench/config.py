@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import tempfile
 from dataclasses import field
 
 from archbench.archs import ARCHITECTURES
@@ -20,9 +18,11 @@ from archbench.settings import (
     OPTIMIZERS,
     P2P_SCHEDULES,
     PS_SHARDINGS,
+    SETTINGS,
     TRAIN_SETTINGS,
     add_train_flags,
     check_levels,
+    combination_problem,
     record_config,
 )
 
@@ -62,6 +62,8 @@ TrainConfig = dataclasses.make_dataclass(
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_train_flags(parser)
+    # None tells a warm-up that was asked for (checked against --steps) from the default one.
+    parser.set_defaults(warmup_steps=None)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -71,10 +73,16 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     values = {row.name: getattr(args, row.name) for row in TRAIN_SETTINGS}
     values["sync"] = values["sync"] is not False
     values["synthetic_shape"] = tuple(values["synthetic_shape"])
+    asked_warmup = values["warmup_steps"]
+    if asked_warmup is None:
+        values["warmup_steps"] = SETTINGS["warmup_steps"].default
     config = TrainConfig(**values)
     if config.epochs is None and config.steps is None:
         config.epochs = 1
     check_levels(config.arch, values)
+    problem = combination_problem({**values, "warmup_steps": asked_warmup})
+    if problem:
+        raise UsageError(problem)
     check_model_name(config.model, config.dataset)
     check_output_path(config.out)
     return config
@@ -84,19 +92,8 @@ def check_output_path(path: str | None) -> None:
     """The record must be appendable: fail now rather than after training."""
     if path is None:
         return
-    target = os.path.abspath(path)
-    if os.path.isdir(target):
-        raise UsageError(f"--out {path}: is a directory")
-    folder = os.path.dirname(target)
-    if not os.path.isdir(folder):
-        raise UsageError(f"--out {path}: folder {folder} does not exist")
-    # Try for real: as root, os.access says yes to nearly everything.
-    try:
-        if os.path.exists(target):
-            with open(target, "a"):
-                pass
-        else:
-            with tempfile.NamedTemporaryFile(dir=folder, prefix=".archbench-probe-"):
-                pass
-    except OSError as exc:
-        raise UsageError(f"--out {path}: not writable ({exc.strerror})") from None
+    from archbench.jsonl import check_appendable
+
+    problem = check_appendable(path)
+    if problem:
+        raise UsageError(f"--out {path}: {problem}")

@@ -15,6 +15,7 @@ command).
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,7 +88,11 @@ class Setting:
     def coerce(self, value: Any) -> Any:
         """The level as the value the run uses; raises LevelError when no backend accepts it."""
         if self.kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or (isinstance(value, float) and not value.is_integer())  # also NaN and inf
+            ):
                 raise LevelError(f"must be an integer, got {value!r}")
             value = int(value)
         elif self.kind == "float":
@@ -126,13 +131,26 @@ class Setting:
         return value
 
     def check_range(self, value: Any) -> None:
-        if self.minimum is not None and isinstance(value, int | float):
-            too_small = value <= self.minimum if self.exclusive_minimum else value < self.minimum
-            if too_small:
-                bound = ">" if self.exclusive_minimum else ">="
-                raise LevelError(f"must be {bound} {self.minimum:g}, got {value!r}")
-        if self.maximum is not None and isinstance(value, int | float) and value > self.maximum:
-            raise LevelError(f"must be <= {self.maximum:g}, got {value!r}")
+        """Raises LevelError unless a numeric value is finite and within [minimum, maximum]."""
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return
+        if not math.isfinite(value):
+            raise LevelError(f"must be a finite number, got {value!r}")
+        too_small = self.minimum is not None and (
+            value <= self.minimum if self.exclusive_minimum else value < self.minimum
+        )
+        if too_small or (self.maximum is not None and value > self.maximum):
+            raise LevelError(f"must be {self.describe_range()}, got {value!r}")
+
+    def describe_range(self) -> str:
+        def number(bound: float) -> str:
+            return f"{int(bound):,}" if self.kind == "int" else f"{bound:g}"
+
+        low = self.minimum
+        parts = [] if low is None else [f"{'>' if self.exclusive_minimum else '>='} {number(low)}"]
+        if self.maximum is not None:
+            parts.append(f"<= {number(self.maximum)}")
+        return " and ".join(parts) or "finite"
 
 
 def _check_model(value: str) -> None:
@@ -186,39 +204,39 @@ SETTINGS: dict[str, Setting] = {
         S("data_dir", "str", None, ALL, help="folder with the data set's files (default for fashion_mnist: Debian's)"),
         S("text_file", "str", None, ALL, help="corpus for --dataset text (default: the Python standard library's sources)"),
         S("synthetic_shape", "shape", (28, 28, 1), ALL, check=_check_shape, help="input shape for synthetic data, e.g. 224x224x3"),
-        S("synthetic_classes", "int", 10, ALL, minimum=1),
-        S("synthetic_samples", "int", 2048, ALL, minimum=1),
-        S("seq_len", "int", 64, ALL, minimum=1, numeric=True, unit="characters", help="characters per window (text)"),
-        S("batch_size", "int", 32, ALL, minimum=1, numeric=True, unit="samples", help="samples per worker per step"),
-        S("epochs", "int", None, ALL, minimum=1, numeric=True, group="length", help="passes over the training set (default 1)"),
-        S("steps", "int", None, ALL, minimum=1, numeric=True, group="length", help="training steps (instead of --epochs)"),
-        S("lr", "float", 0.05, ALL, minimum=0, exclusive_minimum=True, numeric=True, help="learning rate"),
+        S("synthetic_classes", "int", 10, ALL, minimum=1, maximum=1_000_000),
+        S("synthetic_samples", "int", 2048, ALL, minimum=1, maximum=100_000_000),
+        S("seq_len", "int", 64, ALL, minimum=1, maximum=65_536, numeric=True, unit="characters", help="characters per window (text)"),
+        S("batch_size", "int", 32, ALL, minimum=1, maximum=1_048_576, numeric=True, unit="samples", help="samples per worker per step"),
+        S("epochs", "int", None, ALL, minimum=1, maximum=1_000_000, numeric=True, group="length", help="passes over the training set (default 1)"),
+        S("steps", "int", None, ALL, minimum=1, maximum=1_000_000_000, numeric=True, group="length", help="training steps (instead of --epochs)"),
+        S("lr", "float", 0.05, ALL, minimum=0, exclusive_minimum=True, maximum=1e6, numeric=True, help="learning rate"),
         S("momentum", "float", 0.9, ALL, minimum=0, maximum=0.999999, numeric=True),
         S("optimizer", "choice", "sgd", ALL, choices=OPTIMIZERS),
-        S("seed", "int", 1, ALL, minimum=0),
-        S("eval_every", "int", 0, ALL, minimum=0, unit="steps", help="evaluate every N steps (0: at each epoch end)"),
-        S("eval_samples", "int", 0, ALL, minimum=0, help="test samples per evaluation (0: all)"),
+        S("seed", "int", 1, ALL, minimum=0, maximum=2**31 - 1),
+        S("eval_every", "int", 0, ALL, minimum=0, maximum=1_000_000_000, unit="steps", help="evaluate every N steps (0: at each epoch end)"),
+        S("eval_samples", "int", 0, ALL, minimum=0, maximum=1_000_000_000, help="test samples per evaluation (0: all)"),
         S("target_accuracy", "float", None, ALL, minimum=0, exclusive_minimum=True, maximum=1, help="record the training time to reach this test accuracy"),
-        S("warmup_steps", "int", 5, ALL, minimum=0, unit="steps", help="steps left out of the timing statistics"),
-        S("probe_every", "int", 10, ALL, minimum=0, unit="steps", help="every Nth step runs in two timed phases (compute, then exchange) to split the step time; 0: never"),
-        S("threads", "int", 0, ALL, minimum=0, help="TensorFlow threads per process (0: cores / local ranks)"),
+        S("warmup_steps", "int", 5, ALL, minimum=0, maximum=1_000_000_000, unit="steps", help="steps left out of the timing statistics"),
+        S("probe_every", "int", 10, ALL, minimum=0, maximum=1_000_000_000, unit="steps", help="every Nth step runs in two timed phases (compute, then exchange) to split the step time; 0: never"),
+        S("threads", "int", 0, ALL, minimum=0, maximum=4096, help="TensorFlow threads per process (0: cores / local ranks)"),
         S("out", "str", None, ALL, reserved=True, help="append the run record to this JSON-lines file"),
         S("run_id", "str", None, ALL, reserved=True, help="identifier of this run in the record (default: generated)"),
         S("study", "str", None, ALL, reserved=True, help="name of the study this run belongs to"),
-        S("fusion_threshold_mb", "float", 64.0, _RING, minimum=0, numeric=True, unit="MB", help="Horovod tensor-fusion buffer (MB)"),
-        S("cycle_time_ms", "float", 1.0, _RING, minimum=0, exclusive_minimum=True, numeric=True, unit="ms", help="Horovod cycle time (ms)"),
+        S("fusion_threshold_mb", "float", 64.0, _RING, minimum=0, maximum=1e6, numeric=True, unit="MB", help="Horovod tensor-fusion buffer (MB)"),
+        S("cycle_time_ms", "float", 1.0, _RING, minimum=0, exclusive_minimum=True, maximum=1e6, numeric=True, unit="ms", help="Horovod cycle time (ms)"),
         S("compression", "choice", "none", _RING, choices=COMPRESSIONS),
         S("allreduce_algorithm", "choice", "ring", _RING, choices=ALLREDUCE_ALGORITHMS, help="MPI controller: Open MPI's ring allreduce (default) or the library's own choice per message size; Gloo always runs its ring"),
-        S("num_ps", "int", 1, _PS, minimum=1, numeric=True, not_applicable=0, help="number of parameter-server tasks (ranks 0..K-1)"),
+        S("num_ps", "int", 1, _PS, minimum=1, maximum=4096, numeric=True, not_applicable=0, help="number of parameter-server tasks (ranks 0..K-1)"),
         S("sync", "bool", True, _PS, not_applicable="sync", help="synchronous updates (default); --async: asynchronous updates"),
         S("ps_sharding", "choice", "round-robin", _PS, choices=PS_SHARDINGS),
-        S("ps_timeout_s", "float", 60.0, _PS, flag="--ps-timeout", minimum=0, exclusive_minimum=True, unit="s", help="seconds to wait for a server or worker before failing the run"),
+        S("ps_timeout_s", "float", 60.0, _PS, flag="--ps-timeout", minimum=0, exclusive_minimum=True, maximum=1e6, unit="s", help="seconds to wait for a server or worker before failing the run"),
         S("p2p_schedule", "choice", "staggered", _P2P, choices=P2P_SCHEDULES),
         # --- sweep settings ---
         # extra words appended to the train command, for flags this registry does not know yet
         S("extra_args", "args", [], ALL, scope="sweep"),
         # --- launch settings (how the run is started) ---
-        S("workers", "int", 2, _MULTI, scope="launch", minimum=1, numeric=True, help="worker processes"),
+        S("workers", "int", 2, _MULTI, scope="launch", minimum=1, maximum=1_000_000, numeric=True, help="worker processes"),
         S("placement", "str", "spread", _MULTI, scope="launch", check=_check_placement, help="where ranks go: a policy or a hostfile"),
         S("launcher", "choice", "mpirun", _MULTI, scope="launch", choices=LAUNCHERS),
         S("controller", "choice", None, _RING, scope="launch", choices=CONTROLLERS),
@@ -356,11 +374,31 @@ def check_levels(arch: str, values: dict[str, Any]) -> None:
         try:
             row.check_range(value)
         except LevelError as exc:
-            if row.kind == "int" and row.minimum is not None and not row.exclusive_minimum:
-                raise UsageError(
-                    f"{row.train_flag} must be at least {row.minimum:g}, got {value}"
-                ) from None
             raise UsageError(f"{row.train_flag} {exc}") from None
+
+
+# Elements of one synthetic sample (224x224x3 is 150,528): a batch of them is generated per step.
+SYNTHETIC_SAMPLE_ELEMENTS_MAX = 64 * 1024 * 1024
+
+
+def combination_problem(values: dict[str, Any]) -> str | None:
+    """A problem between settings that each are in range, or None. `warmup_steps` is judged only
+    when given (None or absent: the default warm-up, which simply covers short runs)."""
+    steps, warmup = values.get("steps"), values.get("warmup_steps")
+    if steps is not None and warmup is not None and warmup >= steps:
+        return (
+            f"--warmup-steps {warmup} leaves no timed step of --steps {steps}: "
+            "make the warm-up shorter than the run"
+        )
+    shape = values.get("synthetic_shape")
+    if values.get("dataset") == "synthetic" and shape:
+        dims = [int(d) for d in (shape.split("x") if isinstance(shape, str) else shape)]
+        if math.prod(dims) > SYNTHETIC_SAMPLE_ELEMENTS_MAX:
+            return (
+                f"--synthetic-shape {'x'.join(map(str, dims))} has {math.prod(dims):,} elements "
+                f"per sample; at most {SYNTHETIC_SAMPLE_ELEMENTS_MAX:,}"
+            )
+    return None
 
 
 def record_config(arch: str, values: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ BAD_INPUT = [
     (["--dataset", "mnist", "--data-dir", "/nonexistent/archbench"], "train-images-idx3-ubyte"),
     (["--dataset", "cifar10"], "--data-dir"),
     (["--model", "charlm"], "charlm"),
-    (["--arch", "ps", "--num-ps", "0"], "--num-ps must be at least 1"),
+    (["--arch", "ps", "--num-ps", "0"], "--num-ps must be >= 1"),
     (["--arch", "ps", "--sync", "--async"], "--async"),
     (["--arch", "ps", "--num-ps", "1"], "--num-ps 1 needs at least 2 processes"),
 ]

@@ -17,7 +17,7 @@ from typing import Any
 from archbench.archs import MULTI_PROCESS
 from archbench.archs import arch as architecture
 from archbench.errors import UsageError
-from archbench.settings import PLACEMENT_POLICIES, SETTINGS, applies
+from archbench.settings import PLACEMENT_POLICIES, SETTINGS, applies, combination_problem
 from archbench.sweep import commands, design
 from archbench.sweep.hosts import ClusterTarget
 from archbench.sweep.spec import StudySpec
@@ -107,6 +107,9 @@ def normalise(point: dict[str, Any], spec: StudySpec, target: ClusterTarget) -> 
             f"configuration {describe(config)}: controller gloo needs launcher horovodrun"
         )
     _check_model(config)
+    problem = combination_problem(config)
+    if problem:
+        raise UsageError(f"configuration {describe(config)}: {problem}")
     order = list(SETTINGS)
     return {name: config[name] for name in sorted(config, key=order.index)}
 

@@ -216,7 +216,11 @@ def _choice(raw: dict, key: str, default: str, choices: tuple[str, ...], where: 
 
 
 def _positive_number(value: Any, key: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value < math.inf  # NaN fails both comparisons
+    ):
         raise UsageError(f"{where}: {key} must be a positive number of seconds, got {value!r}")
     return float(value)
 

@@ -15,7 +15,7 @@ from archbench.perfmodel.measure.calibration import ComputeLine
 from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, variable_bytes
 from archbench.perfmodel.model.predictor import StepConfig, default_placement, predict_step
 from archbench.perfmodel.model.units import emulated_burst_bytes
-from archbench.settings import SERVER_PLACEMENTS, SETTINGS, add_flag
+from archbench.settings import ALL, SERVER_PLACEMENTS, SETTINGS, LevelError, Setting, add_flag
 
 # setting -> what predict asks differently from training (argparse keywords)
 PREDICT_SETTINGS: dict[str, dict] = {
@@ -34,6 +34,39 @@ PREDICT_SETTINGS: dict[str, dict] = {
     "fusion_threshold_mb": {},
     "compression": {},
 }
+
+
+# predict's own numeric inputs, ranged the way the registry ranges the shared ones
+PREDICT_INPUTS: dict[str, Setting] = {
+    row.name: row
+    for row in (
+        Setting("hosts", "int", None, ALL, scope="predict", minimum=1, maximum=1_000_000),
+        Setting("compute_ms", "float", None, ALL, scope="predict", minimum=0, maximum=1e9),
+        Setting(
+            "param_bytes",
+            "float",
+            None,
+            ALL,
+            scope="predict",
+            minimum=0,
+            exclusive_minimum=True,
+            maximum=1e15,
+        ),  # fmt: skip
+    )
+}
+
+
+def check_ranges(args: argparse.Namespace) -> None:
+    """Every numeric flag within its range (NaN and inf refused); UsageError naming the first."""
+    rows = [SETTINGS[name] for name in PREDICT_SETTINGS] + list(PREDICT_INPUTS.values())
+    for row in rows:
+        value = getattr(args, row.name, None)
+        if value is None or row.kind not in ("int", "float"):
+            continue
+        try:
+            row.check_range(value)
+        except LevelError as exc:
+            raise UsageError(f"--{row.name.replace('_', '-')} {exc}") from None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -83,15 +116,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def build_config(args: argparse.Namespace) -> StepConfig:
-    if args.batch_size < 1:
-        raise UsageError("--batch-size must be at least 1")
+    check_ranges(args)
     placement = default_placement(args.arch, args.workers, args.num_ps, args.placement, args.hosts)
     bandwidth = parse_bandwidth(args.bandwidth) if args.bandwidth else None
     sizes = None
     plan = None
     if args.param_bytes is not None:
-        if args.param_bytes <= 0:
-            raise UsageError("--param-bytes must be positive")
         param_bytes = float(args.param_bytes)
     else:
         from archbench.models import check_model_name
@@ -122,10 +152,9 @@ def build_config(args: argparse.Namespace) -> StepConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_ranges(args)
     params, calib = model_inputs(args.fit, args.calibration)
     if args.compute_ms is not None:
-        if args.compute_ms < 0:
-            raise UsageError("--compute-ms must be >= 0")
         params.compute[args.model] = ComputeLine(fixed_s=args.compute_ms / 1e3, per_sample_s=0.0)
     config = build_config(args)
     prediction = predict_step(config, params, calib)
