@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from archbench.errors import OneLineArgumentParser, UsageError
+from archbench.errors import OneLineArgumentParser, StopError, UsageError
 
 # subcommand -> module that registers it
 SUBCOMMANDS: dict[str, str] = {
@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"archbench {args.command}: error: {exc}", file=sys.stderr)
         return UsageError.exit_code
+    except StopError as exc:
+        print(f"archbench {args.command}: error: {exc}", file=sys.stderr)
+        return StopError.exit_code
     except KeyboardInterrupt:
         print(f"archbench {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -12,6 +12,8 @@ import os
 import pickle
 import struct
 import sys
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,21 +65,89 @@ def _open_maybe_gz(path: str):
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
+_IDX_READ_ERRORS = (OSError, EOFError, zlib.error, struct.error)
+
+
 def read_idx(path: str) -> np.ndarray:
     """Reads an IDX file (the MNIST format), plain or gzip-compressed."""
-    with _open_maybe_gz(path) as handle:
-        header = handle.read(4)
-        if len(header) != 4 or header[0] != 0 or header[1] != 0:
-            raise UsageError(f"{path}: not an IDX file")
-        if header[2] != 0x08:
-            raise UsageError(f"{path}: IDX element type {header[2]:#x} is not unsigned byte")
-        ndim = header[3]
-        dims = struct.unpack(f">{ndim}I", handle.read(4 * ndim))
-        payload = handle.read()
+    try:
+        with _open_maybe_gz(path) as handle:
+            dims = _idx_dims(path, handle)
+            payload = handle.read()
+    except _IDX_READ_ERRORS as exc:
+        raise UsageError(f"{path}: cannot be read as an IDX file ({_reason(exc)})") from None
     expected = int(np.prod(dims))
     if len(payload) != expected:
         raise UsageError(f"{path}: truncated IDX file ({len(payload)} of {expected} bytes)")
     return np.frombuffer(payload, dtype=np.uint8).reshape(dims)
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+def _idx_dims(path: str, handle) -> tuple[int, ...]:
+    header = handle.read(4)
+    if len(header) != 4 or header[0] != 0 or header[1] != 0:
+        raise UsageError(f"{path}: not an IDX file (its first bytes are not an IDX header)")
+    if header[2] != 0x08:
+        raise UsageError(f"{path}: IDX element type {header[2]:#x} is not unsigned byte")
+    ndim = header[3]
+    sizes = handle.read(4 * ndim)
+    if ndim == 0 or len(sizes) != 4 * ndim:
+        raise UsageError(f"{path}: IDX header cut short ({4 + len(sizes)} bytes)")
+    return struct.unpack(f">{ndim}I", sizes)
+
+
+def idx_shape(path: str) -> tuple[int, ...]:
+    """The dimensions an IDX file declares, checked against its size without reading the data
+    (a .gz file against the uncompressed size its trailer records); UsageError naming the file."""
+    try:
+        with _open_maybe_gz(path) as handle:
+            dims = _idx_dims(path, handle)
+        expected = 4 + 4 * len(dims) + int(np.prod(dims, dtype=np.int64))
+        if path.endswith(".gz"):
+            with open(path, "rb") as raw:
+                raw.seek(-4, os.SEEK_END)
+                (recorded,) = struct.unpack("<I", raw.read(4))
+            if recorded != expected % 2**32:
+                raise UsageError(
+                    f"{path}: gzip data cut short or wrong size (holds {recorded} bytes "
+                    f"uncompressed, the IDX header needs {expected})"
+                )
+        elif os.path.getsize(path) != expected:
+            raise UsageError(
+                f"{path}: {os.path.getsize(path)} bytes, the IDX header {dims} needs {expected}"
+            )
+    except _IDX_READ_ERRORS as exc:
+        raise UsageError(f"{path}: cannot be read as an IDX file ({_reason(exc)})") from None
+    return dims
+
+
+def check_idx_files(paths: dict[str, str]) -> list[str]:
+    """Every problem of the four IDX files, one line each: headers, sizes, agreeing counts."""
+    problems, shapes = [], {}
+    for key, path in paths.items():
+        try:
+            shapes[key] = idx_shape(path)
+        except UsageError as exc:
+            problems.append(str(exc))
+    for part in ("train", "test"):
+        images, labels = shapes.get(f"x_{part}"), shapes.get(f"y_{part}")
+        if images is not None and len(images) != 3:
+            problems.append(
+                f"{paths[f'x_{part}']}: images must be N x rows x columns, got {images}"
+            )
+        if labels is not None and len(labels) != 1:
+            problems.append(
+                f"{paths[f'y_{part}']}: labels must be one number per image, got {labels}"
+            )
+        if images and labels and images[0] != labels[0]:
+            problems.append(
+                f"{paths[f'y_{part}']}: {labels[0]} labels for the {images[0]} images of "
+                f"{paths[f'x_{part}']}"
+            )
+    return problems
 
 
 def _find_idx_files(folder: str) -> dict[str, str] | list[str]:
@@ -123,10 +193,30 @@ def _cifar_folder(data_dir: str) -> str:
 
 
 def _read_cifar_batch(path: str) -> tuple[np.ndarray, np.ndarray]:
-    with open(path, "rb") as handle:
-        batch = pickle.load(handle, encoding="bytes")
-    data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-    return data, np.asarray(batch[b"labels"], dtype=np.int32)
+    try:
+        with open(path, "rb") as handle:
+            batch = pickle.load(handle, encoding="bytes")
+        data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+        labels = np.asarray(batch[b"labels"], dtype=np.int32).reshape(-1)
+    except Exception as exc:  # noqa: BLE001 - any failure to unpickle means a damaged file
+        raise UsageError(
+            f"{path}: not a CIFAR-10 python batch ({type(exc).__name__}: {_reason(exc)})"
+        ) from None
+    if len(labels) != len(data):
+        raise UsageError(f"{path}: {len(labels)} labels for {len(data)} images")
+    return data.transpose(0, 2, 3, 1), labels
+
+
+def _cifar_header_problem(path: str) -> str | None:
+    """A cheap look at a batch before any process loads it: a pickle starts with its protocol."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(2)
+    except OSError as exc:
+        return f"{path}: cannot read it ({exc.strerror})"
+    if len(head) < 2 or head[0] != 0x80 or not 2 <= head[1] <= 5:
+        return f"{path}: not a CIFAR-10 python batch (not a pickle file)"
+    return None
 
 
 def load_cifar10(data_dir: str) -> ArrayDataset:
@@ -151,7 +241,8 @@ def load_cifar10(data_dir: str) -> ArrayDataset:
 def make_synthetic(
     shape: tuple[int, ...], num_classes: int, samples: int, seed: int
 ) -> ArrayDataset:
-    """Random uint8 inputs and labels: for pure throughput runs (accuracy is meaningless)."""
+    """Random uint8 inputs and labels held in memory (the benchmarks' small fixed sets); training
+    runs use SyntheticData, which holds none."""
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 256, size=(samples, *shape), dtype=np.uint8)
     y = rng.integers(0, num_classes, size=samples, dtype=np.int32)
@@ -168,6 +259,55 @@ def make_synthetic(
     )
 
 
+@dataclass
+class SyntheticData:
+    """Random inputs in [0, 1) and random labels, generated batch by batch as training asks for
+    them (seeded by seed, step and worker), so no process ever holds the data set: a throughput
+    workload costs what one batch costs. `samples` only sets the length of an epoch."""
+
+    input_shape: tuple[int, ...]
+    num_classes: int
+    samples: int
+    seed: int
+    name: str = "synthetic"
+    scale: float = 1.0  # generated as float32 already
+
+    @property
+    def source(self) -> str:
+        return f"generated per batch {'x'.join(map(str, self.input_shape))}"
+
+    @property
+    def train_size(self) -> int:
+        return self.samples
+
+    @property
+    def x_train(self) -> np.ndarray:
+        """No samples: only the inputs' shape and dtype, which trainers read."""
+        return np.empty((0, *self.input_shape), dtype=np.float32)
+
+    @property
+    def test_size(self) -> int:
+        return max(1, self.samples // 8)
+
+
+# Streams of synthetic batches: training and test never share a batch.
+_TRAIN_STREAM, _TEST_STREAM = 0, 1
+
+
+def synthetic_batch(data: SyntheticData, stream: int, counter, size: int):
+    """One batch (x, y) of `size` samples, a pure function of (seed, stream, counter)."""
+    import tensorflow as tf
+
+    counter = tf.cast(counter, tf.int64)
+    base = tf.stack([tf.constant(data.seed, tf.int64), counter * 2 + stream])
+    x = tf.random.stateless_uniform((size, *data.input_shape), seed=base, dtype=tf.float32)
+    label_seed = tf.stack([tf.constant(data.seed, tf.int64), -1 - (counter * 2 + stream)])
+    y = tf.random.stateless_uniform(
+        (size,), seed=label_seed, minval=0, maxval=data.num_classes, dtype=tf.int32
+    )
+    return x, y
+
+
 # --------------------------------------------------------------------------- text
 
 
@@ -179,8 +319,7 @@ def default_corpus_files() -> list[str]:
 
 def read_corpus(text_file: str | None, limit: int = TEXT_CORPUS_BYTES) -> tuple[bytes, str]:
     if text_file is not None:
-        if not os.path.isfile(text_file):
-            raise UsageError(f"--text-file {text_file}: no such file")
+        check_text_file(text_file)
         with open(text_file, "rb") as handle:
             corpus = handle.read(limit)
         source = text_file
@@ -196,6 +335,21 @@ def read_corpus(text_file: str | None, limit: int = TEXT_CORPUS_BYTES) -> tuple[
         corpus = b"".join(chunks)[:limit]
         source = f"python{sys.version_info[0]}.{sys.version_info[1]} standard library sources"
     return corpus, source
+
+
+def check_text_file(path: str) -> None:
+    """A corpus must be a readable plain file: a folder or a device is named as what it is."""
+    if not os.path.lexists(path):
+        raise UsageError(f"--text-file {path}: no such file")
+    if os.path.isdir(path):
+        raise UsageError(f"--text-file {path}: is a directory, not a text file")
+    if not os.path.isfile(path):
+        raise UsageError(f"--text-file {path}: is not a regular file (a device, socket or pipe)")
+    try:
+        with open(path, "rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        raise UsageError(f"--text-file {path}: cannot read it ({exc.strerror})") from None
 
 
 def make_text_dataset(text_file: str | None, seq_len: int) -> ArrayDataset:
@@ -216,7 +370,7 @@ def make_text_dataset(text_file: str | None, seq_len: int) -> ArrayDataset:
 # --------------------------------------------------------------------------- entry point
 
 
-def load_dataset(config) -> ArrayDataset:
+def load_dataset(config) -> ArrayDataset | SyntheticData:
     """Loads the configured data set; raises UsageError naming missing files."""
     if config.dataset == "fashion_mnist":
         return load_idx_dataset("fashion_mnist", config.data_dir or FASHION_MNIST_DIR)
@@ -233,8 +387,11 @@ def load_dataset(config) -> ArrayDataset:
             )
         return load_cifar10(config.data_dir)
     if config.dataset == "synthetic":
-        return make_synthetic(
-            config.synthetic_shape, config.synthetic_classes, config.synthetic_samples, config.seed
+        return SyntheticData(
+            tuple(config.synthetic_shape),
+            config.synthetic_classes,
+            config.synthetic_samples,
+            config.seed,
         )
     if config.dataset == "text":
         return make_text_dataset(config.text_file, config.seq_len)
@@ -242,7 +399,8 @@ def load_dataset(config) -> ArrayDataset:
 
 
 def check_available(config) -> None:
-    """Fails fast (before any process starts work) when the data set's files are missing."""
+    """Fails fast (before any process starts work) when the data set's files are missing or
+    damaged: one line per problem."""
     if config.dataset in ("fashion_mnist", "mnist"):
         folder = config.data_dir or (
             FASHION_MNIST_DIR if config.dataset == "fashion_mnist" else None
@@ -259,10 +417,13 @@ def check_available(config) -> None:
                 else ""
             )
             raise UsageError(f"{config.dataset}: missing {', '.join(paths)} in {folder}{hint}")
+        problems = check_idx_files(paths)
+        if problems:
+            raise UsageError("\n".join(problems))
     elif config.dataset == "cifar10":
         load_cifar10_check(config.data_dir)
-    elif config.dataset == "text" and config.text_file and not os.path.isfile(config.text_file):
-        raise UsageError(f"--text-file {config.text_file}: no such file")
+    elif config.dataset == "text" and config.text_file:
+        check_text_file(config.text_file)
 
 
 def load_cifar10_check(data_dir: str | None) -> None:
@@ -271,11 +432,13 @@ def load_cifar10_check(data_dir: str | None) -> None:
             f"cifar10: pass --data-dir with the python batches ({CIFAR10_FOLDER}/data_batch_1..5, test_batch)"
         )
     folder = _cifar_folder(data_dir)
-    missing = [
-        n for n in (*CIFAR10_TRAIN, CIFAR10_TEST) if not os.path.isfile(os.path.join(folder, n))
-    ]
+    names = (*CIFAR10_TRAIN, CIFAR10_TEST)
+    missing = [n for n in names if not os.path.isfile(os.path.join(folder, n))]
     if missing:
         raise UsageError(f"cifar10: missing {', '.join(missing)} in {folder}")
+    problems = [_cifar_header_problem(os.path.join(folder, n)) for n in names]
+    if any(problems):
+        raise UsageError("\n".join(p for p in problems if p))
 
 
 # --------------------------------------------------------------------------- global order
@@ -309,10 +472,26 @@ class BatchPlan:
 
 
 def train_batches(
-    data: ArrayDataset, plan: BatchPlan, epoch: int, worker: int, first_step: int = 0
+    data: ArrayDataset | SyntheticData,
+    plan: BatchPlan,
+    epoch: int,
+    worker: int,
+    first_step: int = 0,
 ):
     """A tf.data pipeline of this worker's (x, y) batches for one epoch, from `first_step` on."""
     import tensorflow as tf
+
+    if isinstance(data, SyntheticData):
+        # Batch k of worker w is drawn from counter k*W + w: the same on every run, never stored.
+        first = epoch * plan.steps_per_epoch + first_step
+        steps = tf.data.Dataset.range(first, (epoch + 1) * plan.steps_per_epoch)
+        return steps.map(
+            lambda step: synthetic_batch(
+                data, _TRAIN_STREAM, step * plan.num_workers + worker, plan.batch_size
+            ),
+            num_parallel_calls=1,
+            deterministic=True,
+        ).prefetch(2)
 
     indices = plan.worker_indices(epoch, worker)[first_step:]
     if data.tensors is None:  # converted once per process, not once per epoch
@@ -337,3 +516,18 @@ def test_arrays(data: ArrayDataset, samples: int = 0) -> tuple[np.ndarray, np.nd
     if data.scale != 1.0:
         x = x.astype(np.float32) * np.float32(data.scale)
     return x, y
+
+
+def test_batches(
+    data: ArrayDataset | SyntheticData, samples: int, batch_size: int
+) -> Iterator[tuple]:
+    """The evaluation set in batches of at most `batch_size`: the (first `samples`) test arrays,
+    or for synthetic data the same generated test batches at every evaluation."""
+    if isinstance(data, SyntheticData):
+        total = samples or data.test_size
+        for index, start in enumerate(range(0, total, batch_size)):
+            yield synthetic_batch(data, _TEST_STREAM, index, min(batch_size, total - start))
+        return
+    x, y = test_arrays(data, samples)
+    for start in range(0, len(x), batch_size):
+        yield x[start : start + batch_size], y[start : start + batch_size]

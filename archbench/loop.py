@@ -6,7 +6,10 @@ Timing rules (the numbers users compare):
   (compute = forward + backward; exchange = communication + update). Probe steps are left out of
   the step-time statistics, so measuring the split neither slows nor un-overlaps the timed steps;
 - evaluation time is not training time: `train_s` counts training steps after warm-up only (the
-  warm-up steps carry one-off tracing and connection set-up: `warmup_s`).
+  warm-up steps carry one-off tracing and connection set-up: `warmup_s`);
+- a step whose loss is not finite, or final parameters that are not, end the run as Diverged;
+- synthetic data is evaluated only when asked (--eval-every or --eval-samples): its labels are
+  random, so its accuracy says nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archbench.config import TrainConfig
-from archbench.data import ArrayDataset, BatchPlan, test_arrays, train_batches
+from archbench.data import ArrayDataset, BatchPlan, SyntheticData, test_batches, train_batches
+from archbench.errors import Diverged
 from archbench.models import global_norm, parameter_digest
 from archbench.trainers.base import Trainer
 
@@ -41,6 +45,8 @@ class LoopResult:
     time_to_target_s: float | None = None
     param_norm: float | None = None
     param_digest: str | None = None
+    first_step_at: float | None = None  # time.time() when the first step started
+    eval_s: float = 0.0
 
 
 def schedule(config: TrainConfig, plan: BatchPlan) -> tuple[int, int]:
@@ -56,18 +62,29 @@ def schedule(config: TrainConfig, plan: BatchPlan) -> tuple[int, int]:
     return config.epochs * plan.steps_per_epoch, config.epochs
 
 
-def evaluate(model, x_test: np.ndarray, y_test: np.ndarray) -> tuple[float, float]:
-    """(mean cross-entropy, accuracy) of the model's current parameters on the test arrays."""
+def evaluate(model, batches) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of the model's current parameters on the (x, y) batches."""
     import tensorflow as tf
 
-    total_loss, correct = 0.0, 0
-    for start in range(0, len(x_test), EVAL_BATCH):
-        logits = model(x_test[start : start + EVAL_BATCH], training=False)
-        labels = y_test[start : start + EVAL_BATCH]
-        losses = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    total_loss, correct, count = 0.0, 0, 0
+    for x, y in batches:
+        logits = model(x, training=False)
+        losses = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
         total_loss += float(tf.reduce_sum(losses))
-        correct += int(np.sum(np.argmax(logits.numpy(), axis=-1) == labels))
-    return total_loss / len(x_test), correct / len(x_test)
+        correct += int(np.sum(np.argmax(logits.numpy(), axis=-1) == np.asarray(y)))
+        count += len(y)
+    return total_loss / count, correct / count
+
+
+def evaluates(config: TrainConfig, data: ArrayDataset | SyntheticData) -> bool:
+    """Whether the chief evaluates: always on real data, on synthetic data only when asked."""
+    return not isinstance(data, SyntheticData) or bool(config.eval_every or config.eval_samples)
+
+
+def _finite_or_diverged(loss: float, step: int) -> None:
+    """Raises Diverged when the loss of step `step` is NaN or infinite."""
+    if not math.isfinite(loss):
+        raise Diverged(step, f"the training loss became {loss}")
 
 
 def is_probe(step: int, config: TrainConfig) -> bool:
@@ -87,14 +104,23 @@ def run_training(
     plan = BatchPlan(data.train_size, config.batch_size, trainer.num_workers, config.seed)
     total_steps, epochs = schedule(config, plan)
     result = LoopResult()
-    x_test, y_test = test_arrays(data, config.eval_samples)
+    with_test = evaluates(config, data)
+    eval_batch = (
+        min(EVAL_BATCH, config.batch_size) if isinstance(data, SyntheticData) else EVAL_BATCH
+    )
     eval_every = config.eval_every or plan.steps_per_epoch
     epoch_losses: list[float] = []
     epoch_train_s = 0.0
     epoch_start_step = 0
 
     def run_evaluation(epoch: int, step: int) -> None:
-        loss, accuracy = evaluate(trainer.eval_model(), x_test, y_test)
+        started = time.perf_counter()
+        loss, accuracy = None, None
+        if with_test:
+            loss, accuracy = evaluate(
+                trainer.eval_model(), test_batches(data, config.eval_samples, eval_batch)
+            )
+        result.eval_s += time.perf_counter() - started
         point = {
             "epoch": epoch,
             "step": step,
@@ -111,11 +137,13 @@ def run_training(
         result.evaluations.append(point)
         result.final_loss, result.test_accuracy = loss, accuracy
         target = config.target_accuracy
-        if target is not None and result.time_to_target_s is None and accuracy >= target:
+        reached = accuracy is not None and target is not None and accuracy >= target
+        if reached and result.time_to_target_s is None:
             result.time_to_target_s = result.train_s
+        tested = f"test loss {loss:.4f}, test accuracy {accuracy:.4f}" if with_test else "no test"
         log(
             f"epoch {epoch} step {step}/{total_steps}: train loss {point['loss']:.4f}, "
-            f"test loss {loss:.4f}, test accuracy {accuracy:.4f}, train time {result.train_s:.1f}s"
+            f"{tested}, train time {result.train_s:.1f}s"
         )
 
     step = 0
@@ -124,6 +152,8 @@ def run_training(
         batches = train_batches(data, plan, epoch, trainer.worker_index).take(steps_this_epoch)
         epoch_losses, epoch_train_s, epoch_start_step = [], 0.0, step
         for x, y in batches:
+            if result.first_step_at is None:
+                result.first_step_at = time.time()
             if is_probe(step, config):
                 start = time.perf_counter()
                 loss, compute_s, exchange_s = trainer.probe_step(x, y)
@@ -143,6 +173,7 @@ def run_training(
             else:
                 result.train_s += elapsed
                 epoch_train_s += elapsed
+            _finite_or_diverged(loss, step + 1)  # counted from 1, as the log counts steps
             epoch_losses.append(loss)
             result.last_loss = loss
             step += 1
@@ -154,6 +185,8 @@ def run_training(
         run_evaluation(result.epochs_run - 1, step)
     final_weights = trainer.weights()
     result.param_norm = global_norm(final_weights)
+    if not math.isfinite(result.param_norm):
+        raise Diverged(step, f"the parameters became non-finite (norm {result.param_norm})")
     result.param_digest = parameter_digest(final_weights)
     return result
 

@@ -16,7 +16,7 @@ import traceback
 
 from archbench.archs import arch as architecture
 from archbench.config import TrainConfig, add_train_arguments, config_from_args
-from archbench.errors import OneLineArgumentParser, UsageError
+from archbench.errors import Diverged, OneLineArgumentParser, UsageError
 from archbench.launch import (
     ProcessPlace,
     detect_place,
@@ -36,6 +36,8 @@ from archbench.record import (
 )
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Exit status of a run that trained but whose record could not be written (a full disk).
+RECORD_NOT_WRITTEN = 1
 
 
 def chief_rank(config: TrainConfig) -> int:
@@ -101,14 +103,29 @@ class RunState:
         end = self.load_avg_end if self.load_avg_end is not None else load_average()
         return run_environment(self.env, self.load_avg_start, end, gpus)
 
-    def write(self, record: dict) -> None:
+    def write(self, record: dict) -> bool:
+        """Appends the record once (all or nothing); False, after saying why in one line, when
+        it could not be written."""
         with self.lock:
             if self.record_written or not self.config.out:
-                return
-            append_record(self.config.out, record)
-            self.record_written = True
+                return True
+            self.record_written = True  # one try only: a failed write is not retried
+            try:
+                append_record(self.config.out, record)
+            except OSError as exc:
+                print(
+                    f"archbench train: error: the run record could not be written to "
+                    f"{self.config.out} ({exc.strerror or exc}); the file is as it was, "
+                    "no record was appended",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return False
+            return True
 
-    def failed_record(self, status: str, error_type: str, message: str) -> dict:
+    def failed_record(
+        self, status: str, error_type: str, message: str, details: dict | None = None
+    ) -> dict:
         cluster = self.cluster or self.base_cluster()
         return build_record(
             run_id=self.config.run_id,
@@ -121,7 +138,7 @@ class RunState:
             env=self.record_env(),
             model_stats=self.model_stats,
             timing={"wall_s": time.time() - self.start_time},
-            error={"type": error_type, "message": message},
+            error={"type": error_type, "message": message, **(details or {})},
         )
 
 
@@ -134,16 +151,13 @@ def _watch_stop_signals(state: RunState) -> None:
     received = signal.sigwait(set(STOP_SIGNALS))
     name = signal.Signals(received).name
     if state.is_chief:
-        try:
-            state.write(
-                state.failed_record(
-                    "failed",
-                    "Terminated",
-                    f"stopped by {name} (the launcher ended the job: another rank failed or was stopped)",
-                )
+        state.write(
+            state.failed_record(
+                "failed",
+                "Terminated",
+                f"stopped by {name} (the launcher ended the job: another rank failed or was stopped)",
             )
-        except OSError:
-            pass
+        )
     print(f"archbench: rank {state.place.rank} stopped by {name}", file=sys.stderr, flush=True)
     os._exit(128 + received)
 
@@ -184,8 +198,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_available(config)
     except UsageError as exc:
-        if place.rank == 0:
-            print(f"archbench train: error: {exc}", file=sys.stderr, flush=True)
+        _say_usage_error(exc, place)
         return UsageError.exit_code
     if config.run_id is None:
         config.run_id = new_run_id()  # each rank makes its own; only the chief's is written
@@ -199,8 +212,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _train(config, place, state)
     except UsageError as exc:  # found only once the job was up (e.g. a model that rejects a shape)
-        if place.rank == 0:
-            print(f"archbench train: error: {exc}", file=sys.stderr, flush=True)
+        _say_usage_error(exc, place)
         return UsageError.exit_code
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
         message = f"{exc}".strip() or type(exc).__name__
@@ -212,7 +224,8 @@ def run(args: argparse.Namespace) -> int:
         if os.environ.get("ARCHBENCH_TRACEBACK"):
             traceback.print_exc()
         if state.is_chief:
-            state.write(state.failed_record("failed", type(exc).__name__, message[:2000]))
+            details = {"step": exc.step} if isinstance(exc, Diverged) else None
+            state.write(state.failed_record("failed", type(exc).__name__, message[:2000], details))
         if place.size > 1:
             # Leave without MPI_Finalize: the launcher then ends the whole job at once instead
             # of waiting for peers that are blocked on this rank forever.
@@ -286,6 +299,11 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         "epoch_s": None,
         # Each worker's compute (forward + backward) median, in rank order; null for servers.
         "compute_s_median_per_rank": compute_per_rank,
+        # before the first step: imports, data, model, connections (warm-up steps: warmup_s)
+        "startup_s": loop_result.first_step_at - state.start_time
+        if loop_result.first_step_at
+        else None,
+        "eval_s": loop_result.eval_s,
         "epochs": loop_result.evaluations,
     }
     if timing.get("samples_per_s"):
@@ -320,13 +338,23 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         },
         fidelity=fidelity,
     )
-    state.write(record)
+    if not state.write(record):
+        return RECORD_NOT_WRITTEN
+    accuracy = loop_result.test_accuracy
     log(
         f"done: {timing['samples_per_s'] or 0:.0f} samples/s (median step {1000 * (timing['step_s_median'] or 0):.1f} ms), "
-        f"test accuracy {loop_result.test_accuracy:.4f}, param norm {loop_result.param_norm:.6f}"
+        + (f"test accuracy {accuracy:.4f}, " if accuracy is not None else "")
+        + f"param norm {loop_result.param_norm:.6f}"
         + (f", record appended to {config.out}" if config.out else "")
     )
     return 0
+
+
+def _say_usage_error(exc: UsageError, place: ProcessPlace) -> None:
+    """Rank 0 alone says it (every rank finds the same problem): one line per problem."""
+    if place.rank == 0:
+        for line in str(exc).splitlines():
+            print(f"archbench train: error: {line}", file=sys.stderr, flush=True)
 
 
 def _gpus(tf) -> list[str]:
