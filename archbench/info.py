@@ -63,6 +63,7 @@ def run(args) -> int:
         return 0
     env = info["environment"]
     horovod = info["horovod"]
+    shown = {"tensorflow-cpu", "tensorflow", "horovod", "mpi4py", "numpy"}
     rows = [
         ("archbench", f"{env['archbench']} ({env['git_commit'] or 'no git'})"),
         ("python", env["python"]),
@@ -73,6 +74,8 @@ def run(args) -> int:
         ("mpi", env["mpi"] or "not found"),
         ("mpi4py", info["mpi4py"].get("version", info["mpi4py"].get("error"))),
         ("numpy", env["numpy"]),
+        *((name, version) for name, version in env["packages"].items() if name not in shown),
+        ("constraints.txt", _constraints_line(env["constraints"])),
         ("cpu", env["cpu"]),
         ("gpu", ", ".join(info["tensorflow"].get("gpus", [])) or "none"),
     ]
@@ -80,6 +83,15 @@ def run(args) -> int:
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
     return 0
+
+
+def _constraints_line(constraints: dict | None) -> str:
+    """Whether the installed stack is the pinned one."""
+    if constraints is None:
+        return "not found (no pinned stack to compare with)"
+    if not constraints["differs"]:
+        return f"all {constraints['pinned']} pinned versions installed ({constraints['sha256']})"
+    return f"{len(constraints['differs'])} differ: " + "; ".join(constraints["differs"])
 
 
 def register(subparsers) -> None:

@@ -46,9 +46,14 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python_bin" -m venv "$venv" || fail "python -m venv"
 fi
 py="$venv/bin/python"
+# Every install is held to the exact versions of the verified stack (constraints.txt; refresh it
+# with scripts/refresh-constraints.sh), so a fresh machine next month builds the same stack.
+constraints="$here/constraints.txt"
+[ -f "$constraints" ] || fail "constraints.txt is missing from the checkout"
 pip=("$py" -m pip --disable-pip-version-check -q)
+pin=(-c "$constraints")
 
-requirements_hash="$(cat scripts/setup.sh setup.cfg pyproject.toml | sha256sum | cut -c1-16)"
+requirements_hash="$(cat scripts/setup.sh setup.cfg pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$requirements_hash" ] \
    && "$py" -c 'import horovod.tensorflow, archbench' 2>/dev/null; then
   say "environment up to date ($venv)"
@@ -57,12 +62,12 @@ fi
 
 if ! "$py" -c 'import tensorflow as tf, numpy as np; assert tf.__version__ == "2.15.1"; assert np.__version__ < "2"' 2>/dev/null; then
   say "installing TensorFlow 2.15.1 (CPU) and numpy<2"
-  "${pip[@]}" install --upgrade pip setuptools wheel packaging || fail "pip upgrade"
-  "${pip[@]}" install 'tensorflow-cpu==2.15.1' 'numpy<2' || fail "pip install tensorflow-cpu==2.15.1"
+  "${pip[@]}" install "${pin[@]}" --upgrade pip setuptools wheel packaging || fail "pip upgrade"
+  "${pip[@]}" install "${pin[@]}" 'tensorflow-cpu==2.15.1' 'numpy<2' || fail "pip install tensorflow-cpu==2.15.1"
 fi
 
 say "installing Python libraries"
-"${pip[@]}" install 'numpy<2' mpi4py pandas matplotlib pyyaml pytest pytest-timeout ruff scipy \
+"${pip[@]}" install "${pin[@]}" 'numpy<2' mpi4py pandas matplotlib pyyaml pytest pytest-timeout ruff scipy \
   || fail "pip install of the Python libraries"
 
 # Horovod is built from source against the TensorFlow above; skip when the built one matches.
@@ -78,7 +83,7 @@ if ! horovod_ok; then
   HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
   HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
   MAKEFLAGS="-j$(nproc)" \
-    "${pip[@]}" install --no-build-isolation 'horovod==0.28.1' || fail "building Horovod 0.28.1"
+    "${pip[@]}" install "${pin[@]}" --no-build-isolation 'horovod==0.28.1' || fail "building Horovod 0.28.1"
   horovod_ok || fail "Horovod built without TensorFlow, MPI or Gloo support"
 fi
 

@@ -78,6 +78,7 @@ def load_average() -> float | None:
 def environment(gpus: list[str] | None = None) -> dict:
     """Versions and hardware: what a reader needs to reproduce or discount a number."""
     import archbench
+    from archbench.stack import stack
 
     return {
         "python": platform.python_version(),
@@ -94,6 +95,8 @@ def environment(gpus: list[str] | None = None) -> dict:
         "platform": platform.platform(),
         "hostname": platform.node(),
         "command": " ".join(sys.argv),
+        # every direct dependency's version, and how the stack differs from constraints.txt
+        **stack(),
     }
 
 
