@@ -411,9 +411,10 @@ def load_files(sources: list[Path], default_name: str = "") -> Study:
         if not source.is_file():
             raise UsageError(f"no such file: {source}")
     raw, bad_lines = read_records(sources)
-    if not raw:
+    if not any(isinstance(r.get("config"), dict) and "status" in r for r in raw):
         where = ", ".join(str(p) for p in sources)
-        raise UsageError(f"no run records in {where}")
+        other = f" ({len(raw)} JSON line(s), none with a status and a config)" if raw else ""
+        raise UsageError(f"no run records in {where}{other}")
     records, superseded = _dedupe(raw)
     flats = [flatten({k: v for k, v in r.items() if not k.startswith("_")}) for r in records]
     rows = [_row(flat, RunRecord(r)) for flat, r in zip(flats, records, strict=True)]

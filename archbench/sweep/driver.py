@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from archbench.errors import StopError
 from archbench.launch import root_mpi_env
 from archbench.record import now_iso
 from archbench.settings import PLACEMENT_POLICIES
-from archbench.sweep import records
+from archbench.sweep import preflight, records
 from archbench.sweep.commands import (
     default_python,
     hostfile_text,
@@ -138,8 +139,19 @@ class Sweep:
         self.plan = build_plan(self.spec, target)
         if self.options.dry_run:
             return self._dry_run()
-        with StudyLock(self.results_dir):
-            return self._run_locked()
+        preflight.check_python(self.python, from_spec=self.spec.python is not None)
+        preflight.check_launchers(self._launchers())
+        try:
+            with StudyLock(self.results_dir):
+                return self._run_locked()
+        except OSError as exc:
+            kept = len(self.store.records)
+            raise StopError(preflight.io_problem(exc, self.store.path, kept)) from None
+
+    def _launchers(self) -> set[str]:
+        """The launcher programs the plan's runs start (the first word of their commands)."""
+        assert self.plan is not None
+        return {self.prepare(run).argv[0] for run in self.plan.runs if run.launched}
 
     def _summary_line(self, todo: int) -> str:
         assert self.plan is not None
@@ -263,6 +275,8 @@ class Sweep:
             error = record.get("error") or {}
             if error.get("type") != LAUNCH_FAILED or len(failures) >= self.spec.launch_retries:
                 break
+            if self.cluster is not None:
+                self.cluster.require_healthy()  # a dead node: name it rather than try again
             failures.append({"attempt": attempt, "reason": error["reason"]})
             pause = self.options.launch_retry_pause_s
             progress.retry(run.run_id, attempt, f"failed to launch ({error['reason']})", pause)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from archbench.errors import UsageError
+from archbench.errors import StopError, UsageError
 from archbench.sweep.hosts import ClusterTarget
 
 
@@ -66,6 +66,7 @@ class EmulatedCluster:
                     f"--prefix {self.prefix}` first"
                 )
             return
+        self.require_healthy()
         if state.node_names != wanted:
             raise UsageError(
                 f"emulated cluster {self.name!r} is up with nodes {', '.join(state.node_names)}, "
@@ -78,6 +79,22 @@ class EmulatedCluster:
                 f"{', '.join(other)}, but cluster.manage is false: set it true to let the sweep "
                 "re-shape the links (it restores them at the end)"
             )
+
+    def require_healthy(self) -> None:
+        """Raises StopError naming the nodes whose sshd is gone (as `archbench cluster status`
+        reports them): no run can start there, so trying again only wastes the study's time."""
+        from archbench.cluster.cli import healthy
+        from archbench.cluster.sshd import pid_is_sshd
+
+        state = self._state()
+        if state is None or healthy(state):
+            return
+        dead = [node.name for node in state.nodes if not pid_is_sshd(node.sshd_pid)]
+        raise StopError(
+            f"emulated cluster {self.name!r} has a dead node ({', '.join(dead) or 'unknown'}: "
+            f"its sshd is not running; see `archbench cluster status`): bring it down with "
+            f"`archbench cluster down --name {self.name}` and run the sweep again"
+        )
 
     def ensure(self, bandwidth: str) -> None:
         """The cluster is up with links at `bandwidth`: brought up, or its links re-shaped."""
