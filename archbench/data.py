@@ -83,6 +83,10 @@ def read_idx(path: str) -> np.ndarray:
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, gzip.BadGzipFile):
+        return "not gzip data"
+    if isinstance(exc, EOFError | zlib.error):
+        return f"damaged gzip data: {exc}"
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 

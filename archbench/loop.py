@@ -114,13 +114,13 @@ def run_training(
     epoch_start_step = 0
 
     def run_evaluation(epoch: int, step: int) -> None:
-        started = time.perf_counter()
         loss, accuracy = None, None
         if with_test:
+            started = time.perf_counter()
             loss, accuracy = evaluate(
                 trainer.eval_model(), test_batches(data, config.eval_samples, eval_batch)
             )
-        result.eval_s += time.perf_counter() - started
+            result.eval_s += time.perf_counter() - started
         point = {
             "epoch": epoch,
             "step": step,

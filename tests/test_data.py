@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import gzip
 import pickle
-import struct
 
 import numpy as np
 import pytest
+from data_files import write_idx, write_mnist_like
 
 from archbench.config import TrainConfig
 from archbench.data import (
@@ -19,31 +18,6 @@ from archbench.data import (
     read_idx,
 )
 from archbench.errors import UsageError
-
-
-def write_idx(path, array: np.ndarray, compress: bool) -> None:
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(
-        f">{array.ndim}I", *array.shape
-    )
-    payload = header + array.astype(np.uint8).tobytes()
-    if compress:
-        with gzip.open(str(path) + ".gz", "wb") as handle:
-            handle.write(payload)
-    else:
-        path.write_bytes(payload)
-
-
-def write_mnist_like(folder, train: int = 60, test: int = 20, compress: bool = False):
-    rng = np.random.default_rng(0)
-    arrays = {
-        "train-images-idx3-ubyte": rng.integers(0, 256, (train, 28, 28)),
-        "train-labels-idx1-ubyte": rng.integers(0, 10, train),
-        "t10k-images-idx3-ubyte": rng.integers(0, 256, (test, 28, 28)),
-        "t10k-labels-idx1-ubyte": rng.integers(0, 10, test),
-    }
-    for name, array in arrays.items():
-        write_idx(folder / name, array, compress)
-    return arrays
 
 
 @pytest.mark.parametrize("compress", [False, True])

@@ -30,14 +30,14 @@ def check_python(python: str, from_spec: bool) -> None:
         )
     try:
         probe = subprocess.run(
-            [found, "-c", "import archbench"],
+            [found, "-c", "import archbench; print('archbench importable')"],
             capture_output=True,
             text=True,
             timeout=IMPORT_CHECK_TIMEOUT_S,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"{where} {python} cannot be started ({exc})") from None
-    if probe.returncode != 0:
+    if probe.returncode != 0 or "archbench importable" not in probe.stdout:
         raise UsageError(
             f"{where} {python} cannot import archbench; install it there "
             "(pip install -e .) or set python: to the interpreter that has it"
