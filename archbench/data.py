@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from archbench.errors import UsageError
+from archbench.errors import DamagedDataFile, UsageError
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 IDX_FILES = {
@@ -75,7 +75,8 @@ def read_idx(path: str) -> np.ndarray:
             dims = _idx_dims(path, handle)
             payload = handle.read()
     except _IDX_READ_ERRORS as exc:
-        raise UsageError(f"{path}: cannot be read as an IDX file ({_reason(exc)})") from None
+        # Past the up-front check (header, size), so the damage is inside the compressed data.
+        raise DamagedDataFile(f"{path}: damaged while reading it ({_reason(exc)})") from None
     expected = int(np.prod(dims))
     if len(payload) != expected:
         raise UsageError(f"{path}: truncated IDX file ({len(payload)} of {expected} bytes)")
@@ -203,11 +204,11 @@ def _read_cifar_batch(path: str) -> tuple[np.ndarray, np.ndarray]:
         data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
         labels = np.asarray(batch[b"labels"], dtype=np.int32).reshape(-1)
     except Exception as exc:  # noqa: BLE001 - any failure to unpickle means a damaged file
-        raise UsageError(
+        raise DamagedDataFile(
             f"{path}: not a CIFAR-10 python batch ({type(exc).__name__}: {_reason(exc)})"
         ) from None
     if len(labels) != len(data):
-        raise UsageError(f"{path}: {len(labels)} labels for {len(data)} images")
+        raise DamagedDataFile(f"{path}: {len(labels)} labels for {len(data)} images")
     return data.transpose(0, 2, 3, 1), labels
 
 

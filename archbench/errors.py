@@ -32,6 +32,11 @@ class Diverged(RunFailed):
         self.step = step
 
 
+class DamagedDataFile(RunFailed):
+    """A data file that passed the up-front checks (header, size) but whose contents turned out
+    damaged while the run read them: the run fails, with the file named."""
+
+
 class StopError(Exception):
     """The environment stops a command (a file that cannot be written, a program that is not
     there): printed as one line naming it and what to do, exit status 1."""
