@@ -236,7 +236,7 @@ def test_tf_config_worker_death_stops_the_server_and_the_chief(tmp_path):
     "args,np,message",
     [
         (["--num-ps", "2"], 2, "--num-ps 2 needs at least 3 processes"),
-        (["--num-ps", "0"], None, "--num-ps must be at least 1"),
+        (["--num-ps", "0"], None, "--num-ps must be >= 1"),
         (["--sync", "--async"], None, "--async: not allowed with argument --sync"),
     ],
     ids=["num-ps-too-large", "num-ps-zero", "sync-and-async"],
