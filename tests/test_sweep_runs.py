@@ -423,8 +423,9 @@ def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
     spec = copy_spec("demo", tmp_path)
     local = sweep(spec, "--dry-run", "--cluster", "localhost")
     assert local.returncode == 0, local.stderr
-    # one host: PS placement means nothing there, so 2 single + 4 ring + 4 p2p + 8 ps
-    assert len(local.stdout.splitlines()) == 18
+    # one host: PS placement means nothing there, so (2 single + 4 ring + 4 p2p + 4 ps) x 2
+    # repetitions
+    assert len(local.stdout.splitlines()) == 28
     from archbench.sweep.hosts import emulation_unavailable
 
     if emulation_unavailable():
@@ -432,7 +433,7 @@ def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
     emulated = sweep(spec, "--dry-run", "--cluster", "emulated")
     assert emulated.returncode == 0, emulated.stderr
     commands = [line for line in emulated.stdout.splitlines() if not line.startswith("#")]
-    assert len(commands) == 26  # 2 single + 4 ring + 4 p2p + 16 ps
+    assert len(commands) == 36  # (2 single + 4 ring + 4 p2p + 8 ps) x 2 repetitions
     for words in (
         "--arch single",
         "--arch ring",
@@ -441,7 +442,7 @@ def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
         "--model mlp",
         "--model cnn",
         "--sync",
-        "--async",
+        "-np 1 ",  # single runs on a node, inside its CPU budget
         "-np 2 ",
         "-np 4 ",
         "-np 3 ",
