@@ -13,7 +13,9 @@ The compute phases of different trainers are not cut at quite the same place, an
 budget a phase shorter than a period takes the throttled stretches that fall into it: on two
 identical nodes a one-rank p2p run's compute median read 0.85x a `single` run's while their step
 times agreed to 0.1%, and two identical `single` runs on two nodes read 10.8 and 12.6 ms (cnn,
-0.6-CPU nodes, 10 ms period). A drift of 10-20% is within that noise; a drift of 2x is not.
+0.6-CPU nodes, 10 ms period); repeated pairs differed by up to 1.5x. A drift of that size is
+within the noise of a phase about one period long; the 2.7-2.9x of two ranks in one budget is
+not.
 """
 
 from __future__ import annotations

@@ -289,14 +289,15 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
 
     num_workers = cluster["num_workers"]
     global_batch = config.batch_size * num_workers
+    steps = step_statistics(loop_result, global_batch, min(config.warmup_steps, loop_result.steps))
     timing = {
         "wall_s": time.time() - state.start_time,
         "train_s": loop_result.train_s,
-        **step_statistics(loop_result, global_batch, min(config.warmup_steps, loop_result.steps)),
+        **steps,
         # Equal work: the time one epoch of this data set takes at the median step, so runs
         # with different worker counts (and sample counts) compare on the same amount of data.
         "samples_per_epoch": data.train_size,
-        "epoch_s": None,
+        "epoch_s": data.train_size / steps["samples_per_s"] if steps["samples_per_s"] else None,
         # Each worker's compute (forward + backward) median, in rank order; null for servers.
         "compute_s_median_per_rank": compute_per_rank,
         # before the first step: imports, data, model, connections (warm-up steps: warmup_s)
@@ -306,8 +307,6 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         "eval_s": loop_result.eval_s,
         "epochs": loop_result.evaluations,
     }
-    if timing.get("samples_per_s"):
-        timing["epoch_s"] = data.train_size / timing["samples_per_s"]
     comm = {**trainer.comm_stats(loop_result.steps), **extra}
     record_config = config.as_record(place.size, num_workers)
     record_config["controller"] = extra.get(

@@ -15,20 +15,13 @@ import pytest
 from cluster_fixture import PROJECT_ROOT, run_cluster_command
 
 from archbench.cluster import cgroups
+from archbench.cluster.budgetcheck import remote_loop
 from archbench.cluster.preflight import cluster_unavailable_reason
 from archbench.cluster.state import load_state
 
 pytestmark = pytest.mark.skipif(
     cluster_unavailable_reason() is not None or cgroups.detect() is None,
     reason=str(cluster_unavailable_reason() or cgroups.unavailable_reason()),
-)
-
-# Spins for the wall time given, then prints the CPU seconds it got per wall second.
-BUSY_LOOP = (
-    "import time,sys\n"
-    "start=time.monotonic(); cpu=time.process_time()\n"
-    "while time.monotonic()-start<float(sys.argv[1]): pass\n"
-    "print((time.process_time()-cpu)/(time.monotonic()-start))\n"
 )
 
 
@@ -77,7 +70,7 @@ def test_budget_holds_every_process_of_a_node_and_is_removed_by_down() -> None:
 
         # The kernel caps a busy loop at the budget (an upper bound the kernel enforces, so
         # it holds on a busy machine too; a loop alone would take a whole core).
-        loop = _ssh("cb1", "python3", "-c", f"'{BUSY_LOOP}'", "1.5")
+        loop = _ssh("cb1", remote_loop(1.5))
         assert loop.returncode == 0, loop.stderr
         assert float(loop.stdout) <= 0.05 * 1.1
 

@@ -28,9 +28,13 @@ _LOOP = (
 )
 
 
+def remote_loop(seconds: float) -> str:
+    """The command line, for ssh, of a busy loop that prints its CPU per wall second."""
+    return shlex.join(["python3", "-c", _LOOP, str(seconds)])
+
+
 def _start(node: str, seconds: float) -> subprocess.Popen[str]:
-    remote = shlex.join(["python3", "-c", _LOOP, str(seconds)])
-    return subprocess.Popen(["ssh", node, remote], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(["ssh", node, remote_loop(seconds)], stdout=subprocess.PIPE, text=True)
 
 
 def _collect(processes: dict[str, subprocess.Popen[str]]) -> dict[str, float]:
