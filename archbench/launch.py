@@ -113,6 +113,28 @@ def host_cpus() -> float:
     return min(cores, budget.cpus) if budget is not None else cores
 
 
+# A probe's compute phase on a CPU-budgeted process spans this many CFS periods (see
+# compute_window_s).
+COMPUTE_WINDOW_PERIODS = 10
+
+
+def compute_window_s(requested_ms: float | None) -> float:
+    """How long a probe repeats its compute phase (seconds; 0: one pass).
+
+    Under a CFS quota a core runs at full speed until the period's quota is spent, then stalls
+    until the next period: one forward + backward pass shorter than a period or two takes
+    0.6 ms or 6 ms depending on where in the period it started, and a rank that waited on the
+    network starts with a fresh quota while a busy one does not. Passes repeated over ten
+    periods measure what the budget delivers, within a tenth of a period. Without a quota (a
+    host of its own) one pass is exact."""
+    if requested_ms is not None:
+        return requested_ms / 1000
+    from archbench.cluster.cgroups import process_budget
+
+    budget = process_budget()
+    return COMPUTE_WINDOW_PERIODS * budget.period_us / 1e6 if budget is not None else 0.0
+
+
 def threads_per_process(requested: int, local_size: int) -> int:
     """Split this host's CPUs (its node budget, where there is one) between the ranks on it, so
     ranks do not fight for cores: a 0.45-CPU node gives its one rank one thread."""

@@ -23,10 +23,12 @@ import numpy as np
 from archbench.config import TrainConfig
 from archbench.data import ArrayDataset, BatchPlan, SyntheticData, test_batches, train_batches
 from archbench.errors import Diverged
+from archbench.launch import compute_window_s
 from archbench.models import global_norm, parameter_digest
 from archbench.trainers.base import Trainer
 
 EVAL_BATCH = 1000
+MAX_COMPUTE_PASSES = 1000  # bounds a probe's compute window however short a pass is
 
 
 @dataclass
@@ -37,6 +39,8 @@ class LoopResult:
     warmup_s: float = 0.0
     step_times: list[float] = field(default_factory=list)
     compute_times: list[float] = field(default_factory=list)
+    compute_passes: list[int] = field(default_factory=list)  # passes per probe's compute phase
+    compute_window_s: float = 0.0
     exchange_times: list[float] = field(default_factory=list)
     evaluations: list[dict] = field(default_factory=list)
     last_loss: float | None = None
@@ -97,13 +101,28 @@ def is_probe(step: int, config: TrainConfig) -> bool:
     return (step - config.warmup_steps) % config.probe_every == config.probe_every - 1
 
 
+def steady_compute(
+    trainer: Trainer, x, y, first_pass_s: float, window_s: float
+) -> tuple[float, int]:
+    """(mean seconds per pass, passes): the probe's compute phase repeated back to back until
+    `window_s` is covered (its first pass included). Extra passes change nothing: their results
+    are dropped."""
+    total_s, passes = first_pass_s, 1
+    while total_s < window_s and passes < MAX_COMPUTE_PASSES:
+        started = time.perf_counter()
+        trainer.compute_pass(x, y)
+        total_s += time.perf_counter() - started
+        passes += 1
+    return total_s / passes, passes
+
+
 def run_training(
     config: TrainConfig, trainer: Trainer, data: ArrayDataset, log=print
 ) -> LoopResult:
     """Trains this worker; the chief also evaluates. Every worker runs the same step sequence."""
     plan = BatchPlan(data.train_size, config.batch_size, trainer.num_workers, config.seed)
     total_steps, epochs = schedule(config, plan)
-    result = LoopResult()
+    result = LoopResult(compute_window_s=compute_window_s(config.compute_window_ms))
     with_test = evaluates(config, data)
     eval_batch = (
         min(EVAL_BATCH, config.batch_size) if isinstance(data, SyntheticData) else EVAL_BATCH
@@ -159,6 +178,11 @@ def run_training(
                 loss, compute_s, exchange_s = trainer.probe_step(x, y)
                 elapsed = time.perf_counter() - start
                 if step >= config.warmup_steps:
+                    # after the step's timing: the window is measurement, not training
+                    compute_s, passes = steady_compute(
+                        trainer, x, y, compute_s, result.compute_window_s
+                    )
+                    result.compute_passes.append(passes)
                     result.compute_times.append(compute_s)
                     result.exchange_times.append(exchange_s)
             else:
@@ -216,6 +240,8 @@ def step_statistics(result: LoopResult, global_batch: int, warmup_steps: int) ->
         "comm_s_median": exchange_median,
         "exposed_comm_s": exposed,
         "probe_steps": len(result.compute_times),
+        "compute_window_s": result.compute_window_s,
+        "compute_passes_median": quantile(result.compute_passes, 0.5),
         "samples_per_s": global_batch / step_median if step_median else None,
         "samples_per_s_wall": (result.steps - warmup_steps) * global_batch / result.train_s
         if result.train_s

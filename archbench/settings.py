@@ -219,6 +219,7 @@ SETTINGS: dict[str, Setting] = {
         S("target_accuracy", "float", None, ALL, minimum=0, exclusive_minimum=True, maximum=1, help="record the training time to reach this test accuracy"),
         S("warmup_steps", "int", 5, ALL, minimum=0, maximum=1_000_000_000, unit="steps", help="steps left out of the timing statistics"),
         S("probe_every", "int", 10, ALL, minimum=0, maximum=1_000_000_000, unit="steps", help="every Nth step runs in two timed phases (compute, then exchange) to split the step time; 0: never"),
+        S("compute_window_ms", "float", None, ALL, minimum=0, maximum=60_000, unit="ms", help="a probe's compute phase is repeated back to back for at least this long and its mean pass reported (default: 10 CFS periods where the process has a CPU quota, else one pass; 0: one pass)"),
         S("threads", "int", 0, ALL, minimum=0, maximum=4096, help="TensorFlow threads per process (0: cores / local ranks)"),
         S("out", "str", None, ALL, reserved=True, help="append the run record to this JSON-lines file"),
         S("run_id", "str", None, ALL, reserved=True, help="identifier of this run in the record (default: generated)"),

@@ -57,6 +57,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "quota, CPUS x period, would be under the kernel's 1 ms minimum)",
     )
     up.add_argument(
+        "--idle-nap-us",
+        type=int,
+        default=None,
+        metavar="US",
+        help="an idle wait on a node (Open MPI's polling) sleeps this long instead of spinning "
+        "on the node's CPU budget (default 100; 0: spin)",
+    )
+    up.add_argument(
         "--latency",
         default=None,
         help="not supported: links are shaped by bandwidth only (tc netem is not available)",
@@ -98,7 +106,7 @@ def run_up(args: argparse.Namespace) -> int:
     require_cluster_support()
     spec = make_spec(
         args.name, args.nodes, args.bandwidth, args.prefix, args.slots,
-        args.cpus_per_node, args.cfs_period_ms,
+        args.cpus_per_node, args.cfs_period_ms, args.idle_nap_us,
     )  # fmt: skip
     try:
         result = bring_up(spec)
@@ -187,9 +195,12 @@ def describe(state: ClusterState) -> str:
             f"{state.cpus_per_node:g} CPUs per node (cgroup {state.cgroup}, "
             f"period {(state.cfs_period_us or 0) / 1000:g} ms)"
         )
+    waits = (
+        f"idle waits nap {state.idle_nap_us} us" if state.nap_library else "idle waits spin"
+    )
     lines = [
         f"{state.name}: {condition}, {len(state.nodes)} nodes, links {state.bandwidth} each way, "
-        f"{budget}, subnet {state.subnet} on bridge {state.bridge} (host {state.bridge_address})"
+        f"{budget}, {waits}, subnet {state.subnet} on bridge {state.bridge} (host {state.bridge_address})"
     ]
     for node in state.nodes:
         sshd_state = "running" if pid_is_sshd(node.sshd_pid) else "NOT RUNNING"

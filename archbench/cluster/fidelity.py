@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archbench.cluster import cgroups
+from archbench.cluster import cgroups, idlewait
 from archbench.cluster.state import ClusterState, cluster_of
 
 
@@ -142,6 +142,7 @@ class FidelityProbe:
             "cpus_per_node": state.cpus_per_node,
             "cfs_period_us": state.cfs_period_us,
             "cgroup": state.cgroup,
+            "idle_wait": idlewait.current(),
             "link": state.bandwidth,
             "window_s": window_s,
             "steps": steps,

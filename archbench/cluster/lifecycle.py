@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from archbench.cluster import blocks, cgroups, hostfiles, network, sshd
+from archbench.cluster import blocks, cgroups, hostfiles, idlewait, network, sshd
 from archbench.cluster.spec import ClusterSpec
 from archbench.cluster.state import (
     ClusterState,
@@ -54,6 +54,7 @@ def _same_shape(state: ClusterState, spec: ClusterSpec) -> bool:
         and state.slots == spec.slots
         and state.cpus_per_node == spec.cpus_per_node
         and (state.cpus_per_node is None or state.cfs_period_us == spec.cfs_period_us)
+        and state.idle_nap_us == spec.idle_nap_us
     )
 
 
@@ -109,6 +110,7 @@ def _new_state(spec: ClusterSpec) -> ClusterState:
         host_netns=os.stat("/proc/self/ns/net").st_ino,
         cpus_per_node=spec.cpus_per_node,
         cfs_period_us=spec.cfs_period_us if spec.cpus_per_node is not None else None,
+        idle_nap_us=spec.idle_nap_us,
         cgroup=_hierarchy_for(spec).version if spec.cpus_per_node is not None else None,
     )
 
@@ -149,6 +151,9 @@ def _mca_lines() -> list[str]:
         f"oob_tcp_if_include = {ALL_CLUSTER_SUBNETS}",
         "# The nodes share this machine's cores: a rank waiting on MPI yields instead of spinning.",
         "mpi_yield_when_idle = 1",
+        "# Every node's first rank would be bound to core 0 (each node's orted sees all the",
+        "# machine's cores), so all nodes' ranks would share one core; the kernel places them.",
+        "hwloc_base_binding_policy = none",
     ]
 
 
@@ -173,6 +178,12 @@ def _build(state: ClusterState) -> None:
     if sshd.ensure_privsep_dir():
         blocks.remember_created(sshd.PRIVSEP_DIR)
     hierarchy = cgroups.detect() if state.cpus_per_node is not None else None
+    if state.idle_nap_us > 0:
+        state.nap_library = str(idlewait.build_library(directory))
+        save_state(state)
+    node_env = idlewait.node_environment(
+        Path(state.nap_library) if state.nap_library else None, state.idle_nap_us
+    )
     for node in state.nodes:
         node_dir = directory / node.name
         node_dir.mkdir(exist_ok=True)
@@ -186,7 +197,9 @@ def _build(state: ClusterState) -> None:
             ]
             save_state(state)
         config = node_dir / "sshd_config"
-        config.write_text(sshd.sshd_config_text(directory, node.name, node_dir / "sshd.pid"))
+        config.write_text(
+            sshd.sshd_config_text(directory, node.name, node_dir / "sshd.pid", node_env)
+        )
         node.sshd_pid = sshd.start_sshd(
             node.name, node.name, config, node_dir / "sshd.log",
             [Path(path) for path in node.cgroup_dirs],

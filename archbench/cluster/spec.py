@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from archbench.bandwidth import Bandwidth
+from archbench.cluster.idlewait import DEFAULT_NAP_US, MAX_NAP_US
 from archbench.errors import UsageError
 
 DEFAULT_NAME = "emulated"
@@ -37,6 +38,8 @@ class ClusterSpec:
     # period over which the kernel enforces it.
     cpus_per_node: float | None = None
     cfs_period_us: int = DEFAULT_PERIOD_US
+    # Microseconds an idle wait of the nodes' processes sleeps instead of spinning (0: spin).
+    idle_nap_us: int = DEFAULT_NAP_US
 
     @property
     def node_names(self) -> list[str]:
@@ -95,6 +98,7 @@ def make_spec(
     slots: int,
     cpus_per_node: str | float | None = None,
     cfs_period_ms: float | None = None,
+    idle_nap_us: int | None = None,
 ) -> ClusterSpec:
     """Validate the `cluster up` arguments; raise UsageError naming the first bad one.
     `cpus_per_node` None means the default fair share; "off" means no budget."""
@@ -109,6 +113,11 @@ def make_spec(
     if not 1 <= slots <= 64:
         raise UsageError(f"--slots {slots} is out of range 1..64")
     bandwidth = Bandwidth.tc_rate(bandwidth).text
+    nap_us = DEFAULT_NAP_US if idle_nap_us is None else idle_nap_us
+    if not 0 <= nap_us <= MAX_NAP_US:
+        raise UsageError(
+            f"--idle-nap-us {nap_us} is out of range 0..{MAX_NAP_US} (0: waits spin)"
+        )
     committed = budgets_of_other_clusters(name)
     cpus = parse_cpus_per_node(cpus_per_node, nodes, committed)
     if cfs_period_ms is not None:
@@ -127,4 +136,5 @@ def make_spec(
         slots=slots,
         cpus_per_node=cpus,
         cfs_period_us=period_us,
+        idle_nap_us=nap_us,
     )

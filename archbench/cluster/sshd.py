@@ -47,7 +47,7 @@ def make_keys(directory: Path, cluster: str) -> None:
     os.chmod(directory / "authorized_keys", 0o600)
 
 
-def remote_environment() -> dict[str, str]:
+def remote_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Variables every ssh session on a node gets (sshd SetEnv).
 
     PATH puts the project's interpreter first so ranks that mpirun or horovodrun start as
@@ -60,11 +60,14 @@ def remote_environment() -> dict[str, str]:
         "SHLVL": "1",
         "OMPI_ALLOW_RUN_AS_ROOT": "1",
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        **(extra or {}),
     }
 
 
-def sshd_config_text(directory: Path, node: str, pid_file: Path) -> str:
-    setenv = " ".join(f'"{key}={value}"' for key, value in remote_environment().items())
+def sshd_config_text(
+    directory: Path, node: str, pid_file: Path, extra_env: dict[str, str] | None = None
+) -> str:
+    setenv = " ".join(f'"{key}={value}"' for key, value in remote_environment(extra_env).items())
     return "\n".join(
         [
             f"# sshd of emulated node {node} (written by `archbench cluster up`)",

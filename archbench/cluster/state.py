@@ -61,6 +61,8 @@ class ClusterState:
     cfs_period_us: int | None = None
     cgroup: str | None = None  # "v1" | "v2": the interface that enforces the budget
     host_netns: int | None = None  # inode of the host's network namespace (link counters)
+    idle_nap_us: int = 0  # how long an idle wait on a node sleeps (0: it spins)
+    nap_library: str | None = None  # the preloaded library that makes it sleep
 
     @property
     def node_names(self) -> list[str]:

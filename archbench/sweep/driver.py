@@ -203,6 +203,7 @@ class Sweep:
                 owner_file=owner_file,
                 log=self.say,
                 cpus_per_node=cluster_spec.cpus_per_node,
+                idle_nap_us=cluster_spec.idle_nap_us,
             )
             self.cluster.check_ready(
                 {r.config["bandwidth"] for r in todo if "bandwidth" in r.config}

@@ -23,11 +23,13 @@ class EmulatedCluster:
         owner_file: Path | None = None,
         log=None,
         cpus_per_node: float | str | None = None,
+        idle_nap_us: int | None = None,
     ):
         self.target = target
         self.name = name
         self.prefix = prefix
         self.cpus_per_node = cpus_per_node  # the nodes' CPU budget when this sweep brings it up
+        self.idle_nap_us = idle_nap_us
         # Names the cluster a sweep of this study brought up, so a sweep that was killed before
         # it could bring the cluster down has it brought down by the next one.
         self.owner_file = owner_file
@@ -109,7 +111,7 @@ class EmulatedCluster:
             slots = max(slots for _, slots in self.target.hosts)
             spec = make_spec(
                 self.name, len(self.target.hosts), bandwidth, self.prefix, min(slots, 64),
-                self.cpus_per_node,
+                self.cpus_per_node, idle_nap_us=self.idle_nap_us,
             )  # fmt: skip
             if self.owner_file is not None:
                 self.owner_file.write_text(self.name + "\n")

@@ -41,6 +41,7 @@ _TOP_KEYS = {
 }
 _CLUSTER_KEYS = {
     "kind", "slots", "nodes", "bandwidth", "manage", "name", "prefix", "cpus_per_node",
+    "idle_nap_us",
 }  # fmt: skip
 
 
@@ -88,6 +89,8 @@ class ClusterSpec:
     # emulated: each node's CPU budget when the sweep brings the cluster up (None: the fair
     # share; "off": none)
     cpus_per_node: float | str | None = None
+    # emulated: how long an idle wait on a node sleeps instead of spinning (None: the default)
+    idle_nap_us: int | None = None
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,15 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
             parse_cpus_per_node(str(cpus), nodes)  # a positive number of CPUs, or "off"
         except UsageError as exc:
             raise UsageError(f"{where}: cluster: {exc}") from None
+    nap_us = value.get("idle_nap_us")
+    if nap_us is not None:
+        from archbench.cluster.idlewait import MAX_NAP_US
+
+        if isinstance(nap_us, bool) or not isinstance(nap_us, int) or not 0 <= nap_us <= MAX_NAP_US:
+            raise UsageError(
+                f"{where}: cluster: idle_nap_us {nap_us!r} must be a whole number of "
+                f"microseconds in 0..{MAX_NAP_US} (0: waits spin)"
+            )
     return ClusterSpec(
         kind=kind,
         slots=slots,
@@ -297,6 +309,7 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
         name=name,
         prefix=prefix,
         cpus_per_node=cpus,
+        idle_nap_us=nap_us,
     )
 
 

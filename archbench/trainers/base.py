@@ -101,6 +101,11 @@ class Trainer(ABC):
     def probe_step(self, x, y) -> tuple[float, float, float]:
         """The same step in two timed phases: (loss, compute_s, exchange_s)."""
 
+    @abstractmethod
+    def compute_pass(self, x, y) -> None:
+        """Forward + backward on this worker's batch, nothing exchanged, the result dropped: the
+        repeated passes of a probe's compute window (see `archbench.loop.steady_compute`)."""
+
     def serve(self) -> None:
         """Non-worker roles (parameter servers) run here until the workers are done."""
         raise NotImplementedError
@@ -185,6 +190,9 @@ class KerasTrainer(Trainer):
 
     def train_step(self, x, y) -> float:
         return float(self._fused(x, y))
+
+    def compute_pass(self, x, y) -> None:
+        float(self._compute(x, y)[0])  # done only when its results exist
 
     def probe_step(self, x, y) -> tuple[float, float, float]:
         start = time.perf_counter()

@@ -249,6 +249,10 @@ class PSTrainer(Trainer):
         self._account(update_step, pulled_step)
         return float(loss)
 
+    def compute_pass(self, x, y) -> None:
+        # overwrites the gradient buffers, which the next probe fills again before it pushes
+        self._run(self.graph.compute_into_buffers, "compute window", self._feed(x, y))
+
     def probe_step(self, x, y) -> tuple[float, float, float]:
         graph = self.graph
         ops = graph.probe_exchange
