@@ -195,9 +195,7 @@ def describe(state: ClusterState) -> str:
             f"{state.cpus_per_node:g} CPUs per node (cgroup {state.cgroup}, "
             f"period {(state.cfs_period_us or 0) / 1000:g} ms)"
         )
-    waits = (
-        f"idle waits nap {state.idle_nap_us} us" if state.nap_library else "idle waits spin"
-    )
+    waits = f"idle waits nap {state.idle_nap_us} us" if state.nap_library else "idle waits spin"
     lines = [
         f"{state.name}: {condition}, {len(state.nodes)} nodes, links {state.bandwidth} each way, "
         f"{budget}, {waits}, subnet {state.subnet} on bridge {state.bridge} (host {state.bridge_address})"

@@ -115,9 +115,7 @@ def make_spec(
     bandwidth = Bandwidth.tc_rate(bandwidth).text
     nap_us = DEFAULT_NAP_US if idle_nap_us is None else idle_nap_us
     if not 0 <= nap_us <= MAX_NAP_US:
-        raise UsageError(
-            f"--idle-nap-us {nap_us} is out of range 0..{MAX_NAP_US} (0: waits spin)"
-        )
+        raise UsageError(f"--idle-nap-us {nap_us} is out of range 0..{MAX_NAP_US} (0: waits spin)")
     committed = budgets_of_other_clusters(name)
     cpus = parse_cpus_per_node(cpus_per_node, nodes, committed)
     if cfs_period_ms is not None:
