@@ -25,6 +25,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+YIELD_200 = (
+    "import os, time; t = time.perf_counter(); [os.sched_yield() for _ in range(200)]; "
+    "print(time.perf_counter() - t)"
+)
+
+
 def _ssh(node: str, *words: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["ssh", node, *words], capture_output=True, text=True, timeout=60, check=False
@@ -76,10 +82,35 @@ def test_budget_holds_every_process_of_a_node_and_is_removed_by_down() -> None:
 
         status = run_cluster_command("status", "--name", name)
         assert "0.05 CPUs per node (cgroup" in status.stdout
+        assert "idle waits nap 100 us" in status.stdout
+
+        # Idle waits nap: sched_yield() (what Open MPI calls on every idle poll) sleeps at least
+        # the nap in every process a node starts, instead of returning at once.
+        yields = _ssh("cb1", f"{sys.executable} -c '{YIELD_200}'")
+        assert yields.returncode == 0, yields.stderr
+        assert float(yields.stdout) >= 200 * 100e-6
     finally:
         down = run_cluster_command("down", "--name", name)
     assert down.returncode == 0, down.stderr
     assert _groups_of(name) == []
+
+
+def test_idle_nap_0_leaves_waits_spinning() -> None:
+    name, prefix = "spintest", "cs"
+    try:
+        up = run_cluster_command(
+            "up", "--name", name, "--prefix", prefix, "--nodes", "1", "--bandwidth", "100mbit",
+            "--cpus-per-node", "0.05", "--idle-nap-us", "0",
+        )  # fmt: skip
+        assert up.returncode == 0, up.stderr
+        assert "idle waits spin" in up.stdout
+        state = load_state(name)
+        assert state is not None and state.nap_library is None
+        session = _ssh("cs1", "echo preload=$LD_PRELOAD")
+        assert session.stdout.strip() == "preload=", session.stdout
+    finally:
+        down = run_cluster_command("down", "--name", name)
+    assert down.returncode == 0, down.stderr
 
 
 def test_a_killed_up_leaves_no_group_after_down() -> None:
@@ -115,6 +146,8 @@ def _netns() -> list[str]:
         (["--nodes", "2", "--cpus-per-node", "-1"], "must be a positive number"),
         (["--nodes", "2", "--cpus-per-node", "0.05", "--cfs-period-ms", "10"], "1 ms minimum"),
         (["--nodes", "2", "--cfs-period-ms", "5000"], "out of range"),
+        (["--nodes", "2", "--idle-nap-us", "-5"], "--idle-nap-us -5 is out of range"),
+        (["--nodes", "2", "--idle-nap-us", "200000"], "--idle-nap-us 200000 is out of range"),
     ],
 )
 def test_bad_budgets_get_one_line_and_exit_2(args: list[str], message: str) -> None:

@@ -4,6 +4,7 @@ horovodrun -H with the MPI and Gloo controllers, and the shaped links' measured 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,21 @@ def test_mpirun_hostfile_puts_ranks_on_two_nodes_with_the_project_python(
     lines = sorted(line.split(":", 1)[1].split() for line in result.stdout.splitlines())
     # `python` on the nodes is this project's interpreter, found through sshd's PATH.
     assert lines == [["node1", sys.prefix], ["node2", sys.prefix]]
+
+
+def test_ranks_on_different_nodes_are_not_bound_to_the_same_core(
+    emulated_cluster: EmulatedCluster,
+) -> None:
+    # Each node's orted sees all of the machine's cores; with Open MPI's default binding every
+    # node's first rank would sit on core 0. The cluster's MCA block turns binding off.
+    result = run_launcher(
+        [*MPIRUN, "--hostfile", str(emulated_cluster.hostfile), "-np", "2",
+         "python", "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+        timeout_s=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    masks = [line.split(":", 1)[1].strip() for line in result.stdout.splitlines()]
+    assert masks == [str(sorted(os.sched_getaffinity(0)))] * 2, result.stdout
 
 
 def test_link_between_nodes_is_shaped_and_slower_than_inside_a_node(

@@ -88,6 +88,29 @@ def test_single_run_writes_a_complete_record(train, tmp_path):
         assert isinstance(load, float) and 0.0 <= load < 50 * os.cpu_count(), (key, load)
 
 
+@pytest.mark.parametrize("window_ms", [None, 0, 40])
+def test_probe_compute_window_repeats_the_compute_phase(train, tmp_path, window_ms):
+    from archbench.cluster.cgroups import process_budget
+
+    args = ["--arch", "single", "--model", "mlp", "--steps", "30", "--probe-every", "5"]
+    if window_ms is not None:
+        args += ["--compute-window-ms", str(window_ms)]
+    proc, records = train(args, out=tmp_path / "r.jsonl")
+    assert proc.returncode == 0, proc.stderr
+    timing = records[0]["timing"]
+    if window_ms is None:  # ten CFS periods under a CPU quota, else one pass
+        budget = process_budget()
+        expected = 10 * budget.period_us / 1e6 if budget is not None else 0.0
+    else:
+        expected = window_ms / 1000
+    assert timing["compute_window_s"] == pytest.approx(expected)
+    # an mlp pass takes well under 20 ms on any machine, so a 40 ms window needs several
+    if expected == 0:
+        assert timing["compute_passes_median"] == 1
+    elif expected >= 0.04:
+        assert timing["compute_passes_median"] >= 2
+
+
 def test_ring_as_a_plain_process_runs_as_one_worker(train, tmp_path):
     out = tmp_path / "r.jsonl"
     proc, records = train(["--arch", "ring", "--steps", "20"], out=out)
