@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import RunFailed, UsageError
+from archbench.hosts import HostSlots, parse_host_list, read_hostfile
 from archbench.perfmodel.measure.calibration import calibration_from_records
 from archbench.perfmodel.model.units import positive_ints
 from archbench.process_group import run_in_group
@@ -106,30 +107,12 @@ def parse_sizes(text: str) -> list[int]:
     return sorted(set(sizes))
 
 
-def parse_host_list(text: str) -> list[tuple[str, int]]:
-    """'node1,node2:2' -> [(node1, 1), (node2, 2)] (mpirun -H syntax)."""
-    hosts = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, _, slots = part.partition(":")
-        if not name or (slots and (not slots.isdigit() or int(slots) < 1)):
-            raise UsageError(f"cannot read host {part!r} (expected NAME or NAME:SLOTS)")
-        hosts.append((name, int(slots) if slots else 1))
-    if not hosts:
-        raise UsageError("-H names no host")
-    return hosts
-
-
-def resolve_hosts(args: argparse.Namespace) -> list[tuple[str, int]]:
+def resolve_hosts(args: argparse.Namespace) -> list[HostSlots]:
     if args.hostfile:
-        from archbench.sweep.commands import read_hostfile
-
         return read_hostfile(args.hostfile)
     if args.hosts:
         return parse_host_list(args.hosts)
-    return [("localhost", max(os.cpu_count() or 2, 2))]
+    return [HostSlots("localhost", max(os.cpu_count() or 2, 2))]
 
 
 # --------------------------------------------------------------------------- launching
