@@ -235,6 +235,20 @@ def test_commands_carry_every_setting_and_the_launcher(tmp_path):
     assert hosts.hostfile_text(run.layout) == "localhost slots=4\n"
 
 
+def test_mpirun_over_host_blocks_is_the_runs_command_line():
+    """Microbenchmarks place ranks by (host, ranks) blocks; the line is otherwise a run's."""
+    argv = commands.mpirun_argv(3, [("a", 1), ("b", 2)], ["p", "-m", "x"], ["X"], ["--y"])
+    assert argv == [
+        "mpirun", "-np", "3", "-H", "a:1,b:2", "--map-by", "slot", "--bind-to", "none",
+        "-x", "X", "--y", "p", "-m", "x",
+    ]  # fmt: skip
+    from archbench.perfmodel.measure.microbench import job_argv
+
+    job = job_argv([("n1", 2)], "/py", ["mpi"])
+    assert job[:9] == commands.mpirun_argv(2, [("n1", 2)], [])[:9]
+    assert job[-4:] == ["/py", "-m", "archbench.perfmodel.measure.mb_ranks", "mpi"]
+
+
 def test_horovodrun_and_single_commands(tmp_path):
     ring = {"arch": "ring", "workers": 2, "launcher": "horovodrun", "controller": "gloo"}
     argv = commands.launch_argv(

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from archbench.archs import MULTI_PROCESS
 from archbench.archs import arch as architecture
 from archbench.errors import UsageError
-from archbench.hosts import HostSlots, read_hostfile, total_slots
+from archbench.hosts import HostSlots, host_list_text, read_hostfile, total_slots
 from archbench.settings import PLACEMENT_POLICIES, SETTINGS
 from archbench.sweep.hosts import ClusterTarget
 
@@ -143,20 +144,24 @@ def launch_argv(
         if config.get("controller"):
             argv.append(f"--{config['controller']}")
         return argv + launcher_args + train
-    argv = [
-        "mpirun",
-        "-np",
-        str(world_size),
-        "--hostfile",
-        hostfile,
-        "--map-by",
-        "slot",
-        "--bind-to",
-        "none",
-    ]
+    return mpirun_argv(world_size, hostfile, train, forward_env, launcher_args)
+
+
+def mpirun_argv(
+    world_size: int,
+    hosts: str | Sequence[tuple[str, int]],
+    program: list[str],
+    forward_env: Sequence[str] = (),
+    launcher_args: Sequence[str] = (),
+) -> list[str]:
+    """`mpirun` starting `program` on `world_size` ranks over a hostfile (a path) or exactly these
+    (host, ranks) blocks (`-H`): ranks fill the hosts in order (`--map-by slot`), none is bound
+    to a core, and each variable of `forward_env` is passed on to every rank."""
+    where = ["--hostfile", hosts] if isinstance(hosts, str) else ["-H", host_list_text(hosts)]
+    argv = ["mpirun", "-np", str(world_size), *where, "--map-by", "slot", "--bind-to", "none"]
     for name in forward_env:
         argv += ["-x", name]
-    return argv + launcher_args + train
+    return argv + list(launcher_args) + program
 
 
 def default_python() -> str:
