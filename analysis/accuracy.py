@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import findings, plotting
-from analysis.load import Study
-from analysis.section import FigureFile, Section, Table
+from archbench.analysis import findings, plotting
+from archbench.analysis.load import Study
+from archbench.analysis.section import FigureFile, Section, Table
 
 HOW_TO_READ = (
     "Each line follows one architecture's configuration that reached the target accuracy "

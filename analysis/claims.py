@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.load import Study
-from analysis.section import Section, Table
-from analysis.stats import ratio_of_means
+from archbench.analysis.load import Study
+from archbench.analysis.section import Section, Table
+from archbench.analysis.stats import ratio_of_means
 
 HOW_TO_READ = (
     "Each row tests one claim of the research notes on one setting of this study. `measured` is "

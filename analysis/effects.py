@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import findings, plotting
-from analysis.load import Study, factor_column, format_level, level_sort_key
-from analysis.section import FigureFile, Section, Table
-from analysis.stats import eta_squared
+from archbench.analysis import findings, plotting
+from archbench.analysis.load import Study, factor_column, format_level, level_sort_key
+from archbench.analysis.section import FigureFile, Section, Table
+from archbench.analysis.stats import eta_squared
 
 HOW_TO_READ = (
     "Main effects: each panel is one factor; the points are the mean response at each of its "

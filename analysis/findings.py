@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.load import Study, format_level
-from analysis.section import Section
+from archbench.analysis.load import Study, format_level
+from archbench.analysis.section import Section
 
 FACETS = ("link", "batch_size")
 
@@ -196,7 +196,7 @@ def timesplit_findings(table: pd.DataFrame) -> list[str]:
 
 def _link_sentence(data: pd.DataFrame) -> str:
     """How much the step grows from the fastest to the slowest link, per architecture."""
-    from analysis.load import level_sort_key
+    from archbench.analysis.load import level_sort_key
 
     parts = []
     for arch, rows in data.groupby("arch"):
@@ -463,7 +463,7 @@ def collect(study: Study, sections: Iterable[Section]) -> list[str]:
         sentences += accuracy_findings(accuracy)
     sentences += effects_findings(table("effects", "effect_ranking"))
     sentences += transfer_findings(table("transfer", "best_config"), table("transfer", "transfer"))
-    from analysis import claims
+    from archbench.analysis import claims
 
     sentences += claims.findings(table("claims", "claims"))
     sentences += data_findings(study)

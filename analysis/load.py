@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.fidelity import fidelity_notes
-from analysis.machine_load import overload_note
+from archbench.analysis.fidelity import fidelity_notes
+from archbench.analysis.machine_load import overload_note
 from archbench.bandwidth import bits_or_none
 from archbench.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import findings, plotting
-from analysis.load import (
+from archbench.analysis import findings, plotting
+from archbench.analysis.load import (
     AT_STEP_P10,
     AT_STEP_P90,
     Study,
@@ -18,8 +18,8 @@ from analysis.load import (
     format_level,
     level_sort_key,
 )
-from analysis.section import FigureFile, Section, Table
-from analysis.stats import ratio_of_means
+from archbench.analysis.section import FigureFile, Section, Table
+from archbench.analysis.stats import ratio_of_means
 
 HOW_TO_READ = (
     "Each row compares two groups of parameter-server runs that differ only in one setting. "

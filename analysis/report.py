@@ -17,9 +17,18 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import accuracy, claims, effects, findings, placement, scaling, timesplit, transfer
-from analysis.load import Study, format_level, load_study
-from analysis.section import FigureFile, Section, Table
+from archbench.analysis import (
+    accuracy,
+    claims,
+    effects,
+    findings,
+    placement,
+    scaling,
+    timesplit,
+    transfer,
+)
+from archbench.analysis.load import Study, format_level, load_study
+from archbench.analysis.section import FigureFile, Section, Table
 
 BUILDERS: tuple[tuple[str, Callable[[Study, Path], Section]], ...] = (
     ("Throughput and scaling", scaling.build),
@@ -219,7 +228,7 @@ def overview_table(study: Study) -> Table:
 
 
 def factor_levels(study: Study) -> list[str]:
-    from analysis.load import factor_column, level_sort_key
+    from archbench.analysis.load import factor_column, level_sort_key
 
     lines = []
     for name in study.factors:

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import findings, plotting
-from analysis.load import AT_STEP_P10, AT_STEP_P90, Study, format_level, level_sort_key
-from analysis.section import FigureFile, Section, Table
-from analysis.stats import best_per_group, per_config, propagated_ratio_std
+from archbench.analysis import findings, plotting
+from archbench.analysis.load import AT_STEP_P10, AT_STEP_P90, Study, format_level, level_sort_key
+from archbench.analysis.section import FigureFile, Section, Table
+from archbench.analysis.stats import best_per_group, per_config, propagated_ratio_std
 
 HOW_TO_READ = (
     "Each point is the mean throughput (training samples per second, all workers together) of "

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import findings, plotting
-from analysis.load import Study, format_level, level_sort_key
-from analysis.section import FigureFile, Section, Table
-from analysis.stats import best_per_group, per_config
+from archbench.analysis import findings, plotting
+from archbench.analysis.load import Study, format_level, level_sort_key
+from archbench.analysis.section import FigureFile, Section, Table
+from archbench.analysis.stats import best_per_group, per_config
 
 HOW_TO_READ = (
     "Each bar is one step of the fastest configuration of an architecture at a worker count "

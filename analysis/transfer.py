@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from analysis import findings, plotting
-from analysis.load import Study
-from analysis.section import FigureFile, Section, Table
-from analysis.stats import correlations, per_config, top_fraction_count
+from archbench.analysis import findings, plotting
+from archbench.analysis.load import Study
+from archbench.analysis.section import FigureFile, Section, Table
+from archbench.analysis.stats import correlations, per_config, top_fraction_count
 
 PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
 TOP_FRACTION = 0.10
