@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
-    from archbench.analysis.findings import num
+    from archbench.analysis.fmt import num
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
