@@ -1,5 +1,6 @@
 """Time to accuracy: test accuracy against training wall-clock time per architecture, and
-the time each architecture needs to reach the target accuracy."""
+the time each architecture needs to reach the target accuracy; which reaches it first (or, where
+none does, the best final accuracy) is its finding."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import findings, plotting
-from analysis.load import Study
-from analysis.section import FigureFile, Section, Table
+from archbench.analysis import plotting
+from archbench.analysis.fmt import as_percent, num, pct
+from archbench.analysis.load import Study
+from archbench.analysis.section import Column, FigureFile, Section, Table
+
+KEY, TITLE = "accuracy", "Time to accuracy"
 
 HOW_TO_READ = (
     "Each line follows one architecture's configuration that reached the target accuracy "
@@ -20,6 +24,17 @@ HOW_TO_READ = (
     "over repetitions, bars one standard deviation; the dotted line is the target accuracy. "
     "The table gives the time to the target: n/a where the configuration never reached it."
 )
+COLUMNS = [
+    Column("workload", "workload"),
+    Column("arch", "arch"),
+    Column("config", "configuration"),
+    Column("target_accuracy", "target", as_percent),
+    Column("reached", "reps reaching it"),
+    Column("n", "reps"),
+    Column("time_to_target_s", "time to target (s)"),
+    Column("time_to_target_std", "± std"),
+    Column("final_accuracy", "final accuracy", as_percent),
+]
 
 
 def _curve_points(epochs: list[object]) -> list[tuple[float, float]]:
@@ -160,20 +175,65 @@ def plot_curves(study: Study, table: pd.DataFrame, fig_dir: Path) -> FigureFile 
     return plotting.finish_figure(
         fig,
         axes,
-        findings.accuracy_headline(table) or "Test accuracy against time",
+        accuracy_headline(table) or "Test accuracy against time",
         fig_dir,
         "time_to_accuracy",
         "Test accuracy against training time",
     )
 
 
+# --- findings ------------------------------------------------------------------------------
+
+
+def accuracy_headline(table: pd.DataFrame) -> str | None:
+    reached = table[table["time_to_target_s"].notna()]
+    if reached.empty:
+        if table["final_accuracy"].notna().any():
+            best = table.loc[table["final_accuracy"].idxmax()]
+            target = table["target_accuracy"].dropna()
+            prefix = (
+                f"No architecture reached {pct(target.iloc[0])} test accuracy; best"
+                if len(target)
+                else "Best"
+            )
+            return f"{prefix} final accuracy: {best['arch']} {pct(best['final_accuracy'])}"
+        return None
+    parts = []
+    for workload, rows in reached.groupby("workload", sort=True):
+        rows = rows.sort_values("time_to_target_s")
+        first = rows.iloc[0]
+        text = (
+            f"{first['arch']} reaches {pct(first['target_accuracy'])} first "
+            f"({num(first['time_to_target_s'])} s"
+        )
+        if len(rows) > 1:
+            second = rows.iloc[1]
+            text += f"; {second['arch']} {num(second['time_to_target_s'])} s"
+        text += ")"
+        parts.append(f"{workload}: {text}" if reached["workload"].nunique() > 1 else text)
+    return "; ".join(parts)
+
+
+def accuracy_findings(table: pd.DataFrame) -> list[str]:
+    headline = accuracy_headline(table)
+    if headline is None:
+        return []
+    sentences = [headline + "."]
+    missed = table[table["time_to_target_s"].isna() & table["target_accuracy"].notna()]
+    if len(missed) and len(missed) < len(table):
+        names = ", ".join(f"{r['arch']} ({r['workload']})" for _, r in missed.iterrows())
+        sentences.append(f"Not reaching the target accuracy at all: {names}.")
+    return sentences
+
+
 def build(study: Study, fig_dir: Path) -> Section:
-    section = Section("accuracy", "Time to accuracy", how_to_read=HOW_TO_READ)
+    section = Section(KEY, TITLE, how_to_read=HOW_TO_READ)
     ok = study.ok
     if ok.empty or (ok["test_accuracy"].isna().all() and not ok["epochs"].map(bool).any()):
-        return section.skip("Time to accuracy", "no successful run recorded a test accuracy")
+        return section.skip(TITLE, "no successful run recorded a test accuracy")
     table = time_to_target_table(study)
-    section.tables.append(Table("time_to_target", "Time to the target accuracy", table))
+    section.tables.append(Table("time_to_target", "Time to the target accuracy", table, COLUMNS))
+    section.findings += accuracy_findings(table)
     if table["target_accuracy"].isna().all():
         section.notes.append(
             "The records name no target accuracy, so no time to target could be measured."

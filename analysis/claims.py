@@ -25,9 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.load import Study
-from analysis.section import Section, Table
-from analysis.stats import ratio_of_means
+from archbench.analysis.load import Study
+from archbench.analysis.section import Column, Section, Table
+from archbench.analysis.stats import ratio_of_means
+
+KEY, TITLE = "claims", "The research notes' claims, checked"
 
 HOW_TO_READ = (
     "Each row tests one claim of the research notes on one setting of this study. `measured` is "
@@ -38,6 +40,17 @@ HOW_TO_READ = (
     "exchange not hidden by overlap (a communication-bound workload spends most of it there), "
     "and, for placement, the bytes the PS host's link moved per step (from the link counters)."
 )
+COLUMNS = [
+    Column("claim", "claim"),
+    Column("workload", "workload"),
+    Column("setting", "setting"),
+    Column("comparison", "throughput ratio"),
+    Column("measured", "measured [95% CI]"),
+    Column("claimed", "claimed"),
+    Column("verdict", "verdict"),
+    Column("n", "reps"),
+    Column("why", "why"),
+]
 ORDER = ("ring", "p2p", "ps")
 CLAIMED_SLOWDOWN = (2.0, 4.0)
 
@@ -216,7 +229,7 @@ def findings(table: pd.DataFrame | None) -> list[str]:
 
 def build(study: Study, fig_dir: Path) -> Section:
     del fig_dir  # a table, no figure: the placement and scaling figures show the same ratios
-    section = Section("claims", "The research notes' claims, checked", how_to_read=HOW_TO_READ)
+    section = Section(KEY, TITLE, how_to_read=HOW_TO_READ)
     table = claims_table(study)
     if table.empty:
         return section.skip(
@@ -224,5 +237,8 @@ def build(study: Study, fig_dir: Path) -> Section:
             "the study has no setting with ring, p2p and ps runs side by side, nor a PS run "
             "on both a dedicated and a co-located host",
         )
-    section.tables.append(Table("claims", "Claims of the research notes against this study", table))
+    section.tables.append(
+        Table("claims", "Claims of the research notes against this study", table, COLUMNS)
+    )
+    section.findings += findings(table)
     return section

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
-    from analysis.findings import num
+    from archbench.analysis.fmt import num
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -174,7 +174,7 @@ def summary_table(frame: pd.DataFrame, summary: pd.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.load import load_files
+    from archbench.analysis.load import load_files
 
     missing = [str(p) for p in args.files if not p.is_file()]
     if missing:

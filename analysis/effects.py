@@ -1,18 +1,23 @@
 """Factor effects: a main-effects plot per response and a ranking of factors by one-way
-ANOVA eta² (the share of the response's variance that the factor's levels explain)."""
+ANOVA eta² (the share of the response's variance that the factor's levels explain); the factor
+that explains the most of each response, or that none clearly does, is its finding."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from analysis import findings, plotting
-from analysis.load import Study, factor_column, format_level, level_sort_key
-from analysis.section import FigureFile, Section, Table
-from analysis.stats import eta_squared
+from archbench.analysis import plotting
+from archbench.analysis.fmt import num, p_value
+from archbench.analysis.load import Study, factor_column, format_level, level_sort_key
+from archbench.analysis.section import Column, FigureFile, Section, Table
+from archbench.analysis.stats import eta_squared
+
+KEY, TITLE = "effects", "Factor effects"
 
 HOW_TO_READ = (
     "Main effects: each panel is one factor; the points are the mean response at each of its "
@@ -51,6 +56,16 @@ RESPONSES = (
         "main_effects_accuracy",
     ),
 )
+RESPONSE_NAMES = {response.column: response.name for response in RESPONSES}
+COLUMNS = [
+    Column("response", "response", lambda v: RESPONSE_NAMES.get(v, str(v))),
+    Column("factor", "factor"),
+    Column("levels", "levels"),
+    Column("eta_sq", "η²"),
+    Column("p_value", "p (F test)"),
+    Column("n", "runs"),
+]
+SIGNIFICANCE = 0.05
 
 
 def analysis_values(study: Study, response: Response) -> tuple[pd.DataFrame, str]:
@@ -165,7 +180,7 @@ def plot_main_effects(study: Study, response: Response, fig_dir: Path) -> Figure
     return plotting.finish_figure(
         fig,
         axes,
-        findings.effects_sentence(ranking, response.column) or f"Main effects on {response.name}",
+        effects_sentence(ranking, response.column) or f"Main effects on {response.name}",
         fig_dir,
         response.stem,
         f"Main effects on {response.name}",
@@ -187,7 +202,7 @@ def plot_ranking(ranking: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
         for y, eta, p in zip(ys, part["eta_sq"], part["p_value"], strict=True):
             text = "n/a" if np.isnan(eta) else f"{eta:.2f}"
             if not np.isnan(p):
-                text += f"  ({findings.p_value(p)})"
+                text += f"  ({p_value(p)})"
             ax.annotate(
                 text,
                 (0 if np.isnan(eta) else eta, y),
@@ -203,9 +218,7 @@ def plot_ranking(ranking: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
         ax.set_xlabel("η² (share of variance explained)")
         ax.grid(axis="y", visible=False)
         plotting.panel_title(ax, response.name)
-    headline = findings.effects_sentence(ranking, "epoch_s") or findings.effects_sentence(
-        ranking, "test_accuracy"
-    )
+    headline = effects_sentence(ranking, "epoch_s") or effects_sentence(ranking, "test_accuracy")
     # Nothing here is labelled, so no legend is added.
     return plotting.finish_figure(
         fig,
@@ -217,20 +230,62 @@ def plot_ranking(ranking: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
     )
 
 
+# --- findings ------------------------------------------------------------------------------
+
+
+def effects_headline(ranking: pd.DataFrame, response: str) -> str | None:
+    data = ranking[(ranking["response"] == response) & ranking["eta_sq"].notna()]
+    if data.empty:
+        return None
+    data = data.sort_values("eta_sq", ascending=False)
+    top = data.iloc[0]
+    text = (
+        f"{top['factor']} explains the most variation in "
+        f"{RESPONSE_NAMES.get(response, response)} (η² = {num(top['eta_sq'], 2)})"
+    )
+    if len(data) > 1:
+        second = data.iloc[1]
+        text += f", then {second['factor']} (η² = {num(second['eta_sq'], 2)})"
+    return text
+
+
+def effects_sentence(ranking: pd.DataFrame, response: str) -> str | None:
+    """The largest effect on a response, or that none is clear (F test p >= 0.05)."""
+    data = ranking[(ranking["response"] == response) & ranking["eta_sq"].notna()]
+    if data.empty:
+        return None
+    top = data.sort_values("eta_sq").iloc[-1]
+    p = top["p_value"]
+    if not math.isnan(p) and p >= SIGNIFICANCE:
+        return (
+            f"No factor has a clear effect on {RESPONSE_NAMES.get(response, response)}: the "
+            f"largest is {top['factor']} (η² = {num(top['eta_sq'], 2)}, one-way ANOVA "
+            f"{p_value(p)})"
+        )
+    tail = f"; one-way ANOVA {p_value(p)}" if not math.isnan(p) else ""
+    return f"{effects_headline(ranking, response)}{tail}"
+
+
+def effects_findings(ranking: pd.DataFrame | None) -> list[str]:
+    if ranking is None or ranking.empty:
+        return []
+    sentences = [effects_sentence(ranking, response) for response in RESPONSE_NAMES]
+    return [f"{s}." for s in sentences if s]
+
+
 def build(study: Study, fig_dir: Path) -> Section:
-    section = Section("effects", "Factor effects", how_to_read=HOW_TO_READ)
+    section = Section(KEY, TITLE, how_to_read=HOW_TO_READ)
     ok = study.ok
     if len(ok) < 3:
-        return section.skip("Factor effects", f"only {len(ok)} successful run(s); need 3 or more")
+        return section.skip(TITLE, f"only {len(ok)} successful run(s); need 3 or more")
     ranking = ranking_table(study)
     if ranking.empty:
-        return section.skip(
-            "Factor effects", "no factor took two or more levels among the successful runs"
-        )
-    section.tables.append(Table("effect_ranking", "Factors ranked by eta²", ranking))
+        return section.skip(TITLE, "no factor took two or more levels among the successful runs")
+    section.tables.append(Table("effect_ranking", "Factors ranked by eta²", ranking, COLUMNS))
     section.tables.append(
-        Table("main_effects", "Mean response per level", main_effects_table(study))
+        Table("main_effects", "Mean response per level", main_effects_table(study), shown=False)
     )
+    section.findings += effects_findings(ranking)
     for response in RESPONSES:
         figure = plot_main_effects(study, response, fig_dir)
         if figure is None:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.fidelity import fidelity_notes
-from analysis.machine_load import overload_note
+from archbench.analysis.fidelity import fidelity_notes
+from archbench.analysis.machine_load import overload_note
 from archbench.bandwidth import bits_or_none
 from archbench.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files
@@ -234,14 +234,6 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
     else:
         row["exposed_from"] = "exposed_comm_s"
     row["exposed_comm_s"] = max(exposed, 0.0) if not math.isnan(exposed) else math.nan
-    if math.isnan(row["epoch_s"]):
-        # Older records: one epoch of the configured data set at the median step's throughput.
-        from archbench.perfmodel.model.modelinfo import train_size
-
-        config = {key[len("config.") :]: v for key, v in flat.items() if key.startswith("config.")}
-        samples = _number(train_size(config))
-        if row["samples_per_s"] > 0:
-            row["epoch_s"] = samples / row["samples_per_s"]
     per_rank = flat.get("timing.compute_s_median_per_rank")
     row["compute_s_per_worker"] = (
         [_number(value) for value in per_rank if value is not None]

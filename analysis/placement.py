@@ -1,16 +1,19 @@
 """Parameter-server placement and mode: dedicated vs co-located PS host, synchronous vs
-asynchronous, each as a throughput ratio between matched settings with its uncertainty."""
+asynchronous, each as a throughput ratio between matched settings with its uncertainty; the
+geometric mean of each ratio, and async's cost in accuracy, are its findings."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from analysis import findings, plotting
-from analysis.load import (
+from archbench.analysis import plotting
+from archbench.analysis.fmt import as_points, as_times, num
+from archbench.analysis.load import (
     AT_STEP_P10,
     AT_STEP_P90,
     Study,
@@ -18,8 +21,10 @@ from analysis.load import (
     format_level,
     level_sort_key,
 )
-from analysis.section import FigureFile, Section, Table
-from analysis.stats import ratio_of_means
+from archbench.analysis.section import Column, FigureFile, Section, Table
+from archbench.analysis.stats import ratio_of_means
+
+KEY, TITLE = "placement", "Parameter-server placement and mode"
 
 HOW_TO_READ = (
     "Each row compares two groups of parameter-server runs that differ only in one setting. "
@@ -40,6 +45,28 @@ class Comparison:
     denominator: str
     other_column: str  # the other PS setting, kept equal within a match
     title: str
+    short: tuple[str, str]  # the two sides, as the repetition counts' headers name them
+    with_accuracy: bool  # the table shows the difference in final accuracy
+
+    @property
+    def columns(self) -> list[Column]:
+        accuracy = Column(
+            "accuracy_diff", f"accuracy {self.numerator} − {self.denominator} (points)", as_points
+        )
+        return [
+            Column("setting", "setting"),
+            Column("numerator_samples_per_s", f"{self.numerator} samples/s"),
+            Column("denominator_samples_per_s", f"{self.denominator} samples/s"),
+            Column("ratio", "ratio", as_times),
+            Column("ci_low", "95% CI low"),
+            Column("ci_high", "95% CI high"),
+            Column("ratio_std", "± std (propagated)"),
+            Column("within_run_low", "within-run low"),
+            Column("within_run_high", "within-run high"),
+            *([accuracy] if self.with_accuracy else []),
+            Column("n_numerator", f"reps ({self.short[0]})"),
+            Column("n_denominator", f"reps ({self.short[1]})"),
+        ]
 
     def excludes(self, factor_name: str) -> bool:
         lowered = factor_name.lower()
@@ -55,9 +82,18 @@ PLACEMENT = Comparison(
     "co-located",
     "sync_mode",
     "dedicated PS host ÷ PS co-located with a worker",
+    short=("ded.", "co-loc."),
+    with_accuracy=False,
 )
 SYNC = Comparison(
-    "sync_ratio", "sync_mode", "async", "sync", "placement", "asynchronous ÷ synchronous PS"
+    "sync_ratio",
+    "sync_mode",
+    "async",
+    "sync",
+    "placement",
+    "asynchronous ÷ synchronous PS",
+    short=("async", "sync"),
+    with_accuracy=True,
 )
 
 
@@ -217,7 +253,7 @@ def plot_ratios(tables: list[tuple[Comparison, pd.DataFrame]], fig_dir: Path) ->
     return plotting.finish_figure(
         fig,
         axes,
-        findings.placement_headline(table, kind) or "Parameter-server placement and mode",
+        placement_headline(table, kind) or "Parameter-server placement and mode",
         fig_dir,
         "ps_placement",
         "Parameter-server placement and sync mode",
@@ -225,8 +261,66 @@ def plot_ratios(tables: list[tuple[Comparison, pd.DataFrame]], fig_dir: Path) ->
     )
 
 
+# --- findings ------------------------------------------------------------------------------
+
+
+def _ratio_text(row: pd.Series) -> str:
+    text = f"{num(row['ratio'])}×"
+    if not math.isnan(row["ci_low"]):
+        text += f" (95% CI {num(row['ci_low'])}–{num(row['ci_high'])})"
+    return text
+
+
+def placement_findings(table: pd.DataFrame | None, comparison: str) -> list[str]:
+    if table is None or table.empty:
+        return []
+    data = table[table["ratio"].notna()]
+    if data.empty:
+        return []
+    geo = float(math.exp(data["ratio"].map(math.log).mean()))
+    if comparison == "placement":
+        subject = "a dedicated PS host"
+        against = "a PS co-located with a worker"
+    else:
+        subject = "asynchronous PS training"
+        against = "synchronous"
+    extremes = data.loc[[data["ratio"].idxmin(), data["ratio"].idxmax()]].drop_duplicates()
+    cases = "; ".join(f"{row['setting']}: {_ratio_text(row)}" for _, row in extremes.iterrows())
+    text = (
+        f"{subject[0].upper()}{subject[1:]} gives {num(geo)}× the throughput of {against} "
+        f"(geometric mean over {len(data)} matched setting(s); {cases})."
+    )
+    with_ci = data[data["ci_low"].notna()]
+    if len(with_ci):
+        clear = int(((with_ci["ci_low"] > 1) | (with_ci["ci_high"] < 1)).sum())
+        text += (
+            f" The 95% CI excludes 1× in {clear} of {len(with_ci)} setting(s) with repetitions"
+            + (": not distinguishable from no difference." if clear == 0 else ".")
+        )
+    sentences = [text]
+    if comparison == "sync" and "accuracy_diff" in data.columns:
+        diff = data["accuracy_diff"].dropna()
+        if len(diff):
+            sentences.append(
+                "Asynchronous PS ends at a test accuracy "
+                f"{'+' if diff.mean() >= 0 else '−'}{num(abs(100 * diff.mean()))} points "
+                "from synchronous on average."
+            )
+    return sentences
+
+
+def placement_headline(table: pd.DataFrame | None, comparison: str) -> str | None:
+    sentences = placement_findings(table, comparison)
+    if not sentences:
+        return None
+    headline = sentences[0].split(" (geometric")[0]
+    if "not distinguishable" in sentences[0]:
+        headline += ", not distinguishable from 1× at 95% confidence"
+    return headline
+
+
 def build(study: Study, fig_dir: Path) -> Section:
-    section = Section("placement", "Parameter-server placement and mode", how_to_read=HOW_TO_READ)
+    section = Section(KEY, TITLE, how_to_read=HOW_TO_READ)
     ps = study.ok[study.ok["arch"] == "ps"]
     if ps.empty:
         return section.skip(
@@ -254,8 +348,10 @@ def build(study: Study, fig_dir: Path) -> Section:
         if table.empty:
             section.skip(what, "no setting was measured on both sides with all else equal")
             continue
-        section.tables.append(Table(comparison.name, comparison.title, table))
+        section.tables.append(Table(comparison.name, comparison.title, table, comparison.columns))
         drawn.append((comparison, table))
     if drawn:
         section.figures.append(plot_ratios(drawn, fig_dir))
+    section.findings += placement_findings(section.table(PLACEMENT.name), "placement")
+    section.findings += placement_findings(section.table(SYNC.name), "sync")
     return section

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from analysis.section import FigureFile  # noqa: E402
+from archbench.analysis.section import FigureFile  # noqa: E402
 
 ARCH_COLORS: dict[str, str] = {
     "single": "#6b6b6b",

@@ -1,179 +1,31 @@
 """The report: findings first, then one section per figure family, the data-quality notes and
 what was skipped and why; written as report.md and a self-contained report.html, with the
-figures (PNG + SVG) and every table as CSV beside them."""
+figures (PNG + SVG) and every table as CSV beside them.
+
+Each section is one module (its figures, tables, columns and findings; see section.py); this
+module lays them out in the order of SECTIONS, around the report's own parts: the study's runs
+and factors, the data quality, what was skipped."""
 
 from __future__ import annotations
 
 import base64
 import html
-import math
 import re
 import sys
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analysis import accuracy, claims, effects, findings, placement, scaling, timesplit, transfer
-from analysis.load import Study, format_level, load_study
-from analysis.section import FigureFile, Section, Table
+from archbench.analysis import accuracy, claims, effects, placement, scaling, timesplit, transfer
+from archbench.analysis.fmt import num, plain
+from archbench.analysis.load import Study, format_level, load_study
+from archbench.analysis.section import Column, FigureFile, Section, Table
 
-BUILDERS: tuple[tuple[str, Callable[[Study, Path], Section]], ...] = (
-    ("Throughput and scaling", scaling.build),
-    ("Where the time goes", timesplit.build),
-    ("Parameter-server placement and mode", placement.build),
-    ("Time to accuracy", accuracy.build),
-    ("Factor effects", effects.build),
-    ("Optima and transfer across workloads", transfer.build),
-    ("The research notes' claims, checked", claims.build),
-)
-
-
-def _ms(value: Any) -> str:
-    return findings.num(1000 * value) if _is_number(value) else "n/a"
-
-
-def _pct(value: Any) -> str:
-    return f"{100 * value:.1f}%" if _is_number(value) else "n/a"
-
-
-def _points(value: Any) -> str:
-    return f"{100 * value:+.1f}" if _is_number(value) else "n/a"
-
-
-def _x(value: Any) -> str:
-    return f"{findings.num(value)}×" if _is_number(value) else "n/a"
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not (isinstance(value, float) and math.isnan(value))
-
-
-def _plain(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if isinstance(value, float):
-        return (
-            findings.num(value) if not value.is_integer() or abs(value) >= 1e4 else str(int(value))
-        )
-    return str(value)
-
-
-# table name -> [(column, header, formatter)]; columns a table lacks are left out.
-COLUMNS: dict[str, list[tuple[str, str, Callable[[Any], str]]]] = {
-    "claims": [
-        ("claim", "claim", _plain),
-        ("workload", "workload", _plain),
-        ("setting", "setting", _plain),
-        ("comparison", "throughput ratio", _plain),
-        ("measured", "measured [95% CI]", _plain),
-        ("claimed", "claimed", _plain),
-        ("verdict", "verdict", _plain),
-        ("n", "reps", _plain),
-        ("why", "why", _plain),
-    ],
-    "scaling": [
-        ("workload", "workload", _plain),
-        ("link", "link", _plain),
-        ("batch_size", "batch/worker", _plain),
-        ("arch", "arch", _plain),
-        ("workers", "workers", _plain),
-        ("config", "fastest configuration", _plain),
-        ("samples_per_s", "samples/s", _plain),
-        ("samples_per_s_std", "± std", _plain),
-        ("within_run_low", "at step p90 (one run)", _plain),
-        ("within_run_high", "at step p10 (one run)", _plain),
-        ("n", "reps", _plain),
-        ("speedup", "speed-up vs single", _x),
-        ("speedup_std", "± std", _plain),
-        ("efficiency", "scaling efficiency", _pct),
-    ],
-    "timesplit": [
-        ("workload", "workload", _plain),
-        ("arch", "arch", _plain),
-        ("workers", "workers", _plain),
-        ("link", "link", _plain),
-        ("compute_s", "compute (ms)", _ms),
-        ("exposed_comm_s", "exposed comm. (ms)", _ms),
-        ("comm_s", "exchange (ms)", _ms),
-        ("comm_share", "exposed share of step", _pct),
-        ("hidden_share", "exchange hidden by overlap", _pct),
-        ("n", "reps", _plain),
-    ],
-    "placement_ratio": [
-        ("setting", "setting", _plain),
-        ("numerator_samples_per_s", "dedicated samples/s", _plain),
-        ("denominator_samples_per_s", "co-located samples/s", _plain),
-        ("ratio", "ratio", _x),
-        ("ci_low", "95% CI low", _plain),
-        ("ci_high", "95% CI high", _plain),
-        ("ratio_std", "± std (propagated)", _plain),
-        ("within_run_low", "within-run low", _plain),
-        ("within_run_high", "within-run high", _plain),
-        ("n_numerator", "reps (ded.)", _plain),
-        ("n_denominator", "reps (co-loc.)", _plain),
-    ],
-    "sync_ratio": [
-        ("setting", "setting", _plain),
-        ("numerator_samples_per_s", "async samples/s", _plain),
-        ("denominator_samples_per_s", "sync samples/s", _plain),
-        ("ratio", "ratio", _x),
-        ("ci_low", "95% CI low", _plain),
-        ("ci_high", "95% CI high", _plain),
-        ("ratio_std", "± std (propagated)", _plain),
-        ("within_run_low", "within-run low", _plain),
-        ("within_run_high", "within-run high", _plain),
-        ("accuracy_diff", "accuracy async − sync (points)", _points),
-        ("n_numerator", "reps (async)", _plain),
-        ("n_denominator", "reps (sync)", _plain),
-    ],
-    "time_to_target": [
-        ("workload", "workload", _plain),
-        ("arch", "arch", _plain),
-        ("config", "configuration", _plain),
-        ("target_accuracy", "target", _pct),
-        ("reached", "reps reaching it", _plain),
-        ("n", "reps", _plain),
-        ("time_to_target_s", "time to target (s)", _plain),
-        ("time_to_target_std", "± std", _plain),
-        ("final_accuracy", "final accuracy", _pct),
-    ],
-    "effect_ranking": [
-        ("response", "response", lambda v: findings.RESPONSE_NAMES.get(v, str(v))),
-        ("factor", "factor", _plain),
-        ("levels", "levels", _plain),
-        ("eta_sq", "η²", _plain),
-        ("p_value", "p (F test)", _plain),
-        ("n", "runs", _plain),
-    ],
-    "best_config": [
-        ("workload", "workload", _plain),
-        ("config", "fastest configuration", _plain),
-        ("epoch_s", "time per epoch (s)", _plain),
-        ("epoch_s_std", "± std", _plain),
-        ("n", "reps", _plain),
-        ("test_accuracy", "test accuracy", _pct),
-        ("configs_measured", "configurations", _plain),
-        ("runner_up_slowdown", "runner-up slowdown", _x),
-    ],
-    "transfer": [
-        ("workload_a", "A", _plain),
-        ("workload_b", "B", _plain),
-        ("matched", "matched configs", _plain),
-        ("pearson_r", "Pearson r", _plain),
-        ("spearman_rho", "Spearman ρ", _plain),
-        ("top_overlap", "top-10% overlap", _plain),
-        ("top_k", "of", _plain),
-        ("a_best_rank_in_b", "A's best: rank in B", _plain),
-        ("a_best_slowdown_in_b", "A's best: slowdown in B", _x),
-        ("b_best_rank_in_a", "B's best: rank in A", _plain),
-        ("b_best_slowdown_in_a", "B's best: slowdown in A", _x),
-    ],
-}
-HIDDEN_TABLES = frozenset({"main_effects"})  # CSV only: the figure shows it
+# The sections, in the report's order (each module has KEY, TITLE and build(study, fig_dir)).
+SECTIONS = (scaling, timesplit, placement, accuracy, effects, transfer, claims)
 
 
 @dataclass
@@ -194,15 +46,13 @@ class Report:
 
 
 def display_rows(table: Table) -> tuple[list[str], list[list[str]]]:
-    spec = COLUMNS.get(table.name)
     frame = table.frame
-    if spec is None:
-        spec = [(c, c, _plain) for c in frame.columns]
-    spec = [s for s in spec if s[0] in frame.columns]
+    columns = table.columns or [Column(c, c, plain) for c in frame.columns]
+    columns = [c for c in columns if c.name in frame.columns]
     # Columns that say nothing here (all n/a) are dropped.
-    spec = [s for s in spec if frame[s[0]].notna().any()]
-    headers = [header for _, header, _ in spec]
-    rows = [[fmt(row[col]) for col, _, fmt in spec] for _, row in frame.iterrows()]
+    columns = [c for c in columns if frame[c.name].notna().any()]
+    headers = [c.header for c in columns]
+    rows = [[c.cell(row[c.name]) for c in columns] for _, row in frame.iterrows()]
     return headers, rows
 
 
@@ -219,7 +69,7 @@ def overview_table(study: Study) -> Table:
 
 
 def factor_levels(study: Study) -> list[str]:
-    from analysis.load import factor_column, level_sort_key
+    from archbench.analysis.load import factor_column, level_sort_key
 
     lines = []
     for name in study.factors:
@@ -265,7 +115,7 @@ def _blocks(report_title: str, study: Study, sections: list[Section], found: lis
         for figure in section.figures:
             blocks.append(("figure", figure))
         for table in section.tables:
-            if table.name not in HIDDEN_TABLES:
+            if table.shown:
                 blocks.append(("table", table))
         if section.notes:
             blocks.append(("ul", section.notes))
@@ -383,15 +233,37 @@ def _clear_outputs(out_dir: Path) -> None:
 
 def build_sections(study: Study, fig_dir: Path) -> list[Section]:
     sections = []
-    for title, builder in BUILDERS:
+    for module in SECTIONS:
         try:
-            sections.append(builder(study, fig_dir))
+            sections.append(module.build(study, fig_dir))
         except Exception as exc:  # one broken figure must not cost the whole report
             traceback.print_exc(file=sys.stderr)
-            section = Section(builder.__module__.rsplit(".", 1)[-1], title)
-            section.skip(title, f"internal error while drawing it ({type(exc).__name__}: {exc})")
-            sections.append(section)
+            section = Section(module.KEY, module.TITLE)
+            why = f"internal error while drawing it ({type(exc).__name__}: {exc})"
+            sections.append(section.skip(module.TITLE, why))
     return sections
+
+
+def data_findings(study: Study) -> list[str]:
+    """The last finding: how many runs finished, over how many configurations."""
+    frame = study.frame
+    ok = study.ok
+    text = f"{len(ok)} of {len(frame)} runs finished"
+    if len(frame) - len(ok):
+        counts = study.not_ok["status"].value_counts()
+        text += " (" + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")"
+    if len(ok):
+        reps = ok.groupby(["workload", "config"]).size()
+        text += (
+            f"; {len(reps)} configurations × {num(reps.mean(), 2)} repetitions on average "
+            f"over {ok['workload'].nunique()} workload(s)"
+        )
+    return [text + "."]
+
+
+def collect_findings(study: Study, sections: list[Section]) -> list[str]:
+    """The findings list: each section's, in the report's order, then the data's."""
+    return [line for section in sections for line in section.findings] + data_findings(study)
 
 
 def write_report(path: Path, out_dir: Path | None = None) -> Report:
@@ -405,7 +277,7 @@ def write_report(path: Path, out_dir: Path | None = None) -> Report:
     fig_dir.mkdir(parents=True, exist_ok=True)
     table_dir.mkdir(parents=True, exist_ok=True)
     sections = build_sections(study, fig_dir)
-    found = findings.collect(study, sections)
+    found = collect_findings(study, sections)
     extra_tables = [overview_table(study)]
     failed = failed_table(study)
     if failed is not None:

@@ -1,5 +1,6 @@
 """Throughput and scaling: samples/s against workers per architecture, the ideal line from the
-single-process baseline, and scaling efficiency."""
+single-process baseline, and scaling efficiency; the fastest architecture at the most workers
+of each setting is its finding."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import findings, plotting
-from analysis.load import AT_STEP_P10, AT_STEP_P90, Study, format_level, level_sort_key
-from analysis.section import FigureFile, Section, Table
-from analysis.stats import best_per_group, per_config, propagated_ratio_std
+from archbench.analysis import plotting
+from archbench.analysis.fmt import as_percent, as_times, num, pct, plus_minus
+from archbench.analysis.load import AT_STEP_P10, AT_STEP_P90, Study, format_level, level_sort_key
+from archbench.analysis.section import Column, FigureFile, Section, Table
+from archbench.analysis.stats import best_per_group, per_config, propagated_ratio_std
+
+KEY, TITLE = "scaling", "Throughput and scaling"
 
 HOW_TO_READ = (
     "Each point is the mean throughput (training samples per second, all workers together) of "
@@ -23,6 +27,23 @@ HOW_TO_READ = (
     "single-process baseline (same per-worker batch) times the number of workers. Scaling "
     "efficiency is throughput divided by that ideal; 100% means no cost for communicating."
 )
+COLUMNS = [
+    Column("workload", "workload"),
+    Column("link", "link"),
+    Column("batch_size", "batch/worker"),
+    Column("arch", "arch"),
+    Column("workers", "workers"),
+    Column("config", "fastest configuration"),
+    Column("samples_per_s", "samples/s"),
+    Column("samples_per_s_std", "± std"),
+    Column("within_run_low", "at step p90 (one run)"),
+    Column("within_run_high", "at step p10 (one run)"),
+    Column("n", "reps"),
+    Column("speedup", "speed-up vs single", as_times),
+    Column("speedup_std", "± std"),
+    Column("efficiency", "scaling efficiency", as_percent),
+]
+FACETS = ("link", "batch_size")
 
 
 def facet_columns(frame: pd.DataFrame) -> list[str]:
@@ -112,12 +133,21 @@ def throughput_bars(rows: pd.DataFrame) -> np.ndarray:
     return np.clip(np.nan_to_num(bars, nan=0.0), 0.0, None)  # matplotlib rejects negative bars
 
 
-def panel_label(row: pd.Series, facets: list[str], workloads: int) -> str:
-    parts = [str(row["workload"])] if workloads > 1 else []
+def _facet_labels(row: pd.Series, facets: list[str]) -> list[str]:
+    labels = []
     for column in facets:
         value = format_level(row[column])
-        parts.append(f"link {value}" if column == "link" else f"batch {value}/worker")
-    return " · ".join(parts) or str(row["workload"])
+        labels.append(f"link {value}" if column == "link" else f"batch {value}/worker")
+    return labels
+
+
+def panel_label(row: pd.Series, facets: list[str], workloads: int) -> str:
+    parts = [str(row["workload"])] if workloads > 1 else []
+    return " · ".join(parts + _facet_labels(row, facets)) or str(row["workload"])
+
+
+def _setting(row: pd.Series, facets: list[str]) -> str:
+    return ", ".join([str(row["workload"]), *_facet_labels(row, facets)])
 
 
 def _panels(table: pd.DataFrame, facets: list[str]) -> list[tuple[str, pd.DataFrame]]:
@@ -183,7 +213,7 @@ def plot_throughput(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> Fi
     return plotting.finish_figure(
         fig,
         axes,
-        findings.scaling_headline(table) or "Throughput against workers",
+        scaling_headline(table) or "Throughput against workers",
         fig_dir,
         "throughput_scaling",
         "Throughput against workers, with ideal linear scaling",
@@ -225,27 +255,117 @@ def plot_efficiency(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> Fi
     return plotting.finish_figure(
         fig,
         axes,
-        findings.efficiency_headline(table) or "Scaling efficiency",
+        efficiency_headline(table) or "Scaling efficiency",
         fig_dir,
         "scaling_efficiency",
         "Scaling efficiency against the single-process baseline",
     )
 
 
+# --- findings ------------------------------------------------------------------------------
+
+
+def _facets(table: pd.DataFrame) -> list[str]:
+    return [c for c in FACETS if c in table.columns]
+
+
+def _largest_worker_winners(table: pd.DataFrame) -> list[pd.Series]:
+    """Per setting (workload × facets): the fastest distributed entry at the most workers."""
+    facets = _facets(table)
+    distributed = table[(table["arch"] != "single") & table["samples_per_s"].notna()]
+    winners = []
+    for _, part in distributed.groupby(["workload", *facets], dropna=False, sort=True):
+        top = part[part["workers"] == part["workers"].max()]
+        winners.append(top.loc[top["samples_per_s"].idxmax()])
+    return winners
+
+
+def scaling_headline(table: pd.DataFrame) -> str | None:
+    winners = _largest_worker_winners(table)
+    if not winners:
+        return None
+    if len(winners) == 1:
+        best = winners[0]
+        text = (
+            f"At {format_level(best['workers'])} workers {best['arch']} is fastest: "
+            f"{num(best['samples_per_s'])} samples/s"
+        )
+        if not math.isnan(best["speedup"]):
+            text += f", {num(best['speedup'])}× single ({pct(best['efficiency'])} efficiency)"
+        return text
+    archs = pd.Series([w["arch"] for w in winners]).value_counts()
+    if len(archs) == 1:
+        speedups = [w["speedup"] for w in winners if not math.isnan(w["speedup"])]
+        text = f"{archs.index[0]} is fastest at the largest worker count in all {len(winners)} settings"
+        if speedups:
+            text += f" (up to {num(max(speedups))}× single)"
+        return text
+    counts = ", ".join(f"{arch} in {n}" for arch, n in archs.items())
+    return f"The fastest architecture at the largest worker count depends on the setting: {counts} of {len(winners)}"
+
+
+def efficiency_headline(table: pd.DataFrame) -> str | None:
+    data = table[(table["arch"] != "single") & table["efficiency"].notna()]
+    if data.empty:
+        return None
+    most = data[data["workers"] == data["workers"].max()]
+    best = most.loc[most["efficiency"].idxmax()]
+    worst = most.loc[most["efficiency"].idxmin()]
+    facets = _facets(table)
+    multi = data["workload"].nunique() > 1 or bool(facets)
+    where_best = f" ({_setting(best, facets)})" if multi else ""
+    where_worst = f" ({_setting(worst, facets)})" if multi else ""
+    text = (
+        f"Scaling efficiency at {format_level(best['workers'])} workers: "
+        f"{best['arch']} {pct(best['efficiency'])}{where_best}"
+    )
+    if worst.name != best.name:
+        text += f" vs {worst['arch']} {pct(worst['efficiency'])}{where_worst}"
+    return text
+
+
+def scaling_findings(table: pd.DataFrame, limit: int = 4) -> list[str]:
+    facets = _facets(table)
+    sentences = []
+    distributed = table[(table["arch"] != "single") & table["samples_per_s"].notna()]
+    for winner in _largest_worker_winners(table)[:limit]:
+        same = distributed
+        for column in ["workload", *facets]:
+            same = same[same[column].map(str) == str(winner[column])]
+        same = same[same["workers"] == winner["workers"]].sort_values(
+            "samples_per_s", ascending=False
+        )
+        text = (
+            f"{_setting(winner, facets)}, {format_level(winner['workers'])} workers: "
+            f"{winner['arch']} is fastest with "
+            f"{plus_minus(winner['samples_per_s'], winner['samples_per_s_std'])} samples/s"
+        )
+        if not math.isnan(winner["speedup"]):
+            text += (
+                f", {num(winner['speedup'])}× the single-process baseline "
+                f"({pct(winner['efficiency'])} scaling efficiency)"
+            )
+        if len(same) > 1:
+            runner = same.iloc[1]
+            text += (
+                f"; next is {runner['arch']} at "
+                f"{num(runner['samples_per_s'] / winner['samples_per_s'])}× its throughput"
+            )
+        sentences.append(text + ".")
+    return sentences
+
+
 def build(study: Study, fig_dir: Path) -> Section:
-    section = Section("scaling", "Throughput and scaling", how_to_read=HOW_TO_READ)
+    section = Section(KEY, TITLE, how_to_read=HOW_TO_READ)
     ok = study.ok.dropna(subset=["samples_per_s", "workers"])
     if ok.empty:
-        return section.skip(
-            "Throughput and scaling", "no successful run recorded its throughput and workers"
-        )
+        return section.skip(TITLE, "no successful run recorded its throughput and workers")
     if not (ok["arch"] != "single").any():
-        return section.skip(
-            "Throughput and scaling", "the study ran only the single-process baseline"
-        )
+        return section.skip(TITLE, "the study ran only the single-process baseline")
     table = scaling_table(study)
     facets = facet_columns(ok)
-    section.tables.append(Table("scaling", "Throughput, speed-up and efficiency", table))
+    section.tables.append(Table("scaling", "Throughput, speed-up and efficiency", table, COLUMNS))
+    section.findings += scaling_findings(table)
     section.figures.append(plot_throughput(table, facets, fig_dir))
     if table["baseline_samples_per_s"].isna().all():
         section.skip(

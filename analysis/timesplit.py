@@ -1,5 +1,6 @@
 """Where the time goes: each step split into compute (forward + backward) and the
-communication that compute did not hide, per architecture × workers (× link bandwidth)."""
+communication that compute did not hide, per architecture × workers (× link bandwidth); where
+that share is largest, and how the step grows on a slower link, are its findings."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import findings, plotting
-from analysis.load import Study, format_level, level_sort_key
-from analysis.section import FigureFile, Section, Table
-from analysis.stats import best_per_group, per_config
+from archbench.analysis import plotting
+from archbench.analysis.fmt import as_percent, in_ms, num, pct
+from archbench.analysis.load import Study, format_level, level_sort_key
+from archbench.analysis.section import Column, FigureFile, Section, Table
+from archbench.analysis.stats import best_per_group, per_config
+
+KEY, TITLE = "timesplit", "Where the time goes"
 
 HOW_TO_READ = (
     "Each bar is one step of the fastest configuration of an architecture at a worker count "
@@ -21,6 +25,18 @@ HOW_TO_READ = (
     "communication's share of the step; the error bar is one standard deviation of the "
     "step over repetitions; the black mark is the measured median step time."
 )
+COLUMNS = [
+    Column("workload", "workload"),
+    Column("arch", "arch"),
+    Column("workers", "workers"),
+    Column("link", "link"),
+    Column("compute_s", "compute (ms)", in_ms),
+    Column("exposed_comm_s", "exposed comm. (ms)", in_ms),
+    Column("comm_s", "exchange (ms)", in_ms),
+    Column("comm_share", "exposed share of step", as_percent),
+    Column("hidden_share", "exchange hidden by overlap", as_percent),
+    Column("n", "reps"),
+]
 
 
 def split_columns(ok: pd.DataFrame) -> list[str]:
@@ -157,15 +173,80 @@ def plot_timesplit(table: pd.DataFrame, fig_dir: Path) -> FigureFile:
     return plotting.finish_figure(
         fig,
         axes,
-        findings.timesplit_headline(table) or "Compute and communication",
+        timesplit_headline(table) or "Compute and communication",
         fig_dir,
         "time_split",
         "Where the time of a step goes",
     )
 
 
+# --- findings ------------------------------------------------------------------------------
+
+
+def timesplit_headline(table: pd.DataFrame) -> str | None:
+    data = table[(table["arch"] != "single") & table["comm_share"].notna()]
+    if data.empty:
+        return None
+    most = data.loc[data["comm_share"].idxmax()]
+    least = data.loc[data["comm_share"].idxmin()]
+    text = (
+        f"Communication not hidden by compute is {pct(most['comm_share'])} of the step for "
+        f"{_where(most)}"
+    )
+    if least.name != most.name:
+        text += f", {pct(least['comm_share'])} for {_where(least)}"
+    return text
+
+
+def _where(row: pd.Series) -> str:
+    text = f"{row['arch']} at {format_level(row['workers'])} workers"
+    if "link" in row.index and row["link"] is not None and str(row["link"]) != "nan":
+        text += f" on {format_level(row['link'])}"
+    return text
+
+
+def timesplit_findings(table: pd.DataFrame) -> list[str]:
+    headline = timesplit_headline(table)
+    if headline is None:
+        return []
+    data = table[(table["arch"] != "single") & table["comm_share"].notna()]
+    most = data.loc[data["comm_share"].idxmax()]
+    text = (
+        f"{headline} ({most['workload']}): {num(1000 * most['exposed_comm_s'])} ms exposed "
+        f"communication beside {num(1000 * most['compute_s'])} ms compute "
+        f"(measured median step {num(1000 * most['step_s'])} ms)."
+    )
+    if most["compute_s"] > 1.5 * most["step_s"]:
+        text += (
+            " The split is unreliable there: the compute measured on probe steps exceeds the "
+            "median step."
+        )
+    if "link" in data.columns and data["link"].map(str).nunique() > 1:
+        text += " " + _link_sentence(data)
+    return [text]
+
+
+def _link_sentence(data: pd.DataFrame) -> str:
+    """How much the step grows from the fastest to the slowest link, per architecture."""
+    parts = []
+    for arch, rows in data.groupby("arch"):
+        links = sorted(rows["link"].unique(), key=level_sort_key)
+        if len(links) < 2:
+            continue
+        step = rows["compute_s"] + rows["exposed_comm_s"]
+        slow = step[rows["link"] == links[0]].mean()
+        fast = step[rows["link"] == links[-1]].mean()
+        if fast > 0:
+            parts.append(f"{arch} {num(slow / fast)}×")
+    if not parts:
+        return ""
+    return "Going from the fastest to the slowest link lengthens the mean step by: " + (
+        ", ".join(parts) + "."
+    )
+
+
 def build(study: Study, fig_dir: Path) -> Section:
-    section = Section("timesplit", "Where the time goes", how_to_read=HOW_TO_READ)
+    section = Section(KEY, TITLE, how_to_read=HOW_TO_READ)
     ok = study.ok.dropna(subset=["compute_s", "exposed_comm_s", "workers"])
     if ok.empty:
         return section.skip(
@@ -173,7 +254,8 @@ def build(study: Study, fig_dir: Path) -> Section:
             "no successful run recorded both compute and communication times",
         )
     table = timesplit_table(study)
-    section.tables.append(Table("timesplit", "Compute and communication per step", table))
+    section.tables.append(Table("timesplit", "Compute and communication per step", table, COLUMNS))
+    section.findings += timesplit_findings(table)
     if (table["exposed_from"] != "exposed_comm_s").any():
         section.notes.append(
             "Some records lack `timing.exposed_comm_s` (older schema): for them the whole "

@@ -1,5 +1,5 @@
 """Optima and transfer: the fastest configuration per workload, and whether the configurations
-that are fast on one workload (model/data set) are fast on another."""
+that are fast on one workload (model/data set) are fast on another; both are its findings."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from analysis import findings, plotting
-from analysis.load import Study
-from analysis.section import FigureFile, Section, Table
-from analysis.stats import correlations, per_config, top_fraction_count
+from archbench.analysis import plotting
+from archbench.analysis.fmt import as_percent, as_times, num, plus_minus
+from archbench.analysis.load import Study
+from archbench.analysis.section import Column, FigureFile, Section, Table
+from archbench.analysis.stats import correlations, per_config, top_fraction_count
+
+KEY, TITLE = "transfer", "Optima and transfer across workloads"
 
 PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
 TOP_FRACTION = 0.10
@@ -32,6 +35,29 @@ HOW_TO_READ = (
     "with its slowdown there (its time ÷ that workload's best time; 1.00× = optimal). In the "
     "scatter each point is a configuration; points on a rising line mean the ranking transfers."
 )
+BEST_COLUMNS = [
+    Column("workload", "workload"),
+    Column("config", "fastest configuration"),
+    Column("epoch_s", "time per epoch (s)"),
+    Column("epoch_s_std", "± std"),
+    Column("n", "reps"),
+    Column("test_accuracy", "test accuracy", as_percent),
+    Column("configs_measured", "configurations"),
+    Column("runner_up_slowdown", "runner-up slowdown", as_times),
+]
+TRANSFER_COLUMNS = [
+    Column("workload_a", "A"),
+    Column("workload_b", "B"),
+    Column("matched", "matched configs"),
+    Column("pearson_r", "Pearson r"),
+    Column("spearman_rho", "Spearman ρ"),
+    Column("top_overlap", "top-10% overlap"),
+    Column("top_k", "of"),
+    Column("a_best_rank_in_b", "A's best: rank in B"),
+    Column("a_best_slowdown_in_b", "A's best: slowdown in B", as_times),
+    Column("b_best_rank_in_a", "B's best: rank in A"),
+    Column("b_best_slowdown_in_a", "B's best: slowdown in A", as_times),
+]
 
 
 def config_times(study: Study) -> pd.DataFrame:
@@ -156,7 +182,7 @@ def plot_pairs(times: pd.DataFrame, pairs: pd.DataFrame, fig_dir: Path) -> Figur
                 axis.set_minor_formatter(NullFormatter())
         rho = pair["spearman_rho"]
         stats_text = (
-            f"r = {findings.num(pair['pearson_r'], 2)}, ρ = {findings.num(rho, 2)}"
+            f"r = {num(pair['pearson_r'], 2)}, ρ = {num(rho, 2)}"
             if not math.isnan(rho)
             else "too few configurations to correlate"
         )
@@ -171,7 +197,7 @@ def plot_pairs(times: pd.DataFrame, pairs: pd.DataFrame, fig_dir: Path) -> Figur
     return plotting.finish_figure(
         fig,
         axes,
-        findings.transfer_headline(pairs) or "Transfer of configurations",
+        transfer_headline(pairs) or "Transfer of configurations",
         fig_dir,
         "transfer",
         caption,
@@ -179,26 +205,94 @@ def plot_pairs(times: pd.DataFrame, pairs: pd.DataFrame, fig_dir: Path) -> Figur
     )
 
 
+# --- findings ------------------------------------------------------------------------------
+
+
+def transfer_headline(pairs: pd.DataFrame) -> str | None:
+    if pairs is None or pairs.empty:
+        return None
+    row = pairs.iloc[0]
+    if len(pairs) > 1:
+        rho = pairs["spearman_rho"].dropna()
+        if len(rho):
+            return (
+                f"Configuration rankings across {len(pairs)} workload pairs: Spearman ρ from "
+                f"{num(rho.min(), 2)} to {num(rho.max(), 2)}"
+            )
+    rho = row["spearman_rho"]
+    ranking = (
+        f"rankings agree (Spearman ρ = {num(rho, 2)})"
+        if not math.isnan(rho) and rho >= 0.7
+        else f"rankings differ (Spearman ρ = {num(rho, 2)})"
+        if not math.isnan(rho)
+        else "too few matched configurations to correlate"
+    )
+    return (
+        f"{row['workload_a']} → {row['workload_b']}: {ranking}; {row['workload_a']}'s best "
+        f"configuration ranks {int(row['a_best_rank_in_b'])} of {int(row['matched'])} on "
+        f"{row['workload_b']}, {num(row['a_best_slowdown_in_b'])}× its best"
+    )
+
+
+def transfer_findings(best: pd.DataFrame | None, pairs: pd.DataFrame | None) -> list[str]:
+    sentences = []
+    if best is not None and not best.empty:
+        parts = [
+            f"{row['workload']}: {row['config']} ({plus_minus(row['epoch_s'], row['epoch_s_std'], ' s')} per epoch)"
+            for _, row in best.iterrows()
+        ]
+        sentences.append("Fastest configuration per workload — " + "; ".join(parts) + ".")
+    if pairs is not None:
+        for _, row in pairs.iterrows():
+            rho, r = row["spearman_rho"], row["pearson_r"]
+            corr = (
+                f"times per epoch correlate with Pearson r = {num(r, 2)} and Spearman "
+                f"ρ = {num(rho, 2)} over {int(row['matched'])} matched configurations"
+                if not math.isnan(rho)
+                else f"only {int(row['matched'])} matched configuration(s), too few to correlate"
+            )
+            sentences.append(
+                f"{row['workload_a']} vs {row['workload_b']}: {corr}; their top-"
+                f"{int(row['top_k'])} sets share {int(row['top_overlap'])}; "
+                f"{row['workload_a']}'s optimum ranks {int(row['a_best_rank_in_b'])} on "
+                f"{row['workload_b']} ({num(row['a_best_slowdown_in_b'])}× its optimum's time) "
+                f"and {row['workload_b']}'s optimum ranks {int(row['b_best_rank_in_a'])} on "
+                f"{row['workload_a']} ({num(row['b_best_slowdown_in_a'])}×)."
+            )
+    return sentences
+
+
 def build(study: Study, fig_dir: Path) -> Section:
-    section = Section("transfer", "Optima and transfer across workloads", how_to_read=HOW_TO_READ)
+    section = Section(KEY, TITLE, how_to_read=HOW_TO_READ)
+    _draw(section, study, fig_dir)
+    section.findings += transfer_findings(section.table("best_config"), section.table("transfer"))
+    return section
+
+
+def _draw(section: Section, study: Study, fig_dir: Path) -> None:
     times = config_times(study)
     if times.empty:
-        return section.skip(
+        section.skip(
             "Optima and transfer", "no successful run recorded its time per epoch (timing.epoch_s)"
         )
+        return
     best = best_table(times)
-    section.tables.append(Table("best_config", "Fastest configuration per workload", best))
+    section.tables.append(
+        Table("best_config", "Fastest configuration per workload", best, BEST_COLUMNS)
+    )
     if times["workload"].nunique() < 2:
-        return section.skip(
+        section.skip(
             "Transfer across workloads",
             "the study has a single workload (model and data set); transfer needs two",
         )
+        return
     pairs = transfer_table(times)
     if pairs.empty:
-        return section.skip(
-            "Transfer across workloads", "no configuration was measured on two workloads"
-        )
-    section.tables.append(Table("transfer", "Transfer between each pair of workloads", pairs))
+        section.skip("Transfer across workloads", "no configuration was measured on two workloads")
+        return
+    section.tables.append(
+        Table("transfer", "Transfer between each pair of workloads", pairs, TRANSFER_COLUMNS)
+    )
     few = pairs[pairs["matched"] < 3]
     if len(few):
         section.notes.append(
@@ -206,4 +300,3 @@ def build(study: Study, fig_dir: Path) -> Section:
         )
     if np.isfinite(pairs["matched"]).any():
         section.figures.append(plot_pairs(times, pairs, fig_dir))
-    return section

@@ -204,21 +204,6 @@ def _launcher_of_remote_daemon() -> list[str] | None:
     return None
 
 
-def hostfile_of(argv: list[str] | None) -> str | None:
-    """The hostfile (or -H host list) named on a launcher's command line."""
-    if not argv:
-        return None
-    for index, arg in enumerate(argv[:-1]):
-        if arg in ("--hostfile", "-hostfile", "--machinefile", "-machinefile", "-hostfile"):
-            return argv[index + 1]
-        if arg in ("-H", "--hosts", "--host", "-host"):
-            return f"-H {argv[index + 1]}"
-    for arg in argv:
-        if arg.startswith("--hostfile="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 def root_mpi_env() -> dict[str, str]:
     """Open MPI refuses to run as root without these."""
     if os.geteuid() != 0:

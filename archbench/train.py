@@ -17,10 +17,10 @@ import traceback
 from archbench.archs import arch as architecture
 from archbench.config import TrainConfig, add_train_arguments, config_from_args
 from archbench.errors import Diverged, OneLineArgumentParser, UsageError
+from archbench.hosts import hostfile_of
 from archbench.launch import (
     ProcessPlace,
     detect_place,
-    hostfile_of,
     launcher_command,
     threads_per_process,
 )

@@ -14,8 +14,8 @@ import sys
 
 from study_run import run_study
 
-from analysis.fidelity import DRIFT_LIMIT, baselines
-from analysis.load import load_study
+from archbench.analysis.fidelity import DRIFT_LIMIT, baselines
+from archbench.analysis.load import load_study
 
 
 def main(argv: list[str] | None = None) -> int:

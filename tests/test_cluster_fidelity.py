@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from cluster_fixture import EmulatedCluster, emulated_cluster, run_launcher
 
-from analysis.fidelity import drift_table, fidelity_notes
-from analysis.load import load_study
+from archbench.analysis.fidelity import drift_table, fidelity_notes
+from archbench.analysis.load import load_study
 
 __all__ = ["emulated_cluster"]  # the session fixture
 

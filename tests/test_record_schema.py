@@ -3,6 +3,8 @@ the record had an owner) load, migrate and answer every accessor as a record wri
 
 from __future__ import annotations
 
+import copy
+import json
 import shutil
 import subprocess
 import sys
@@ -45,6 +47,32 @@ def test_old_records_load_and_migrate_and_a_cut_line_is_skipped(tmp_path):
     assert by_id["old-ring-1"].placement is None and by_id["old-ring-1"].servers == 0
     assert by_id["ps-e8a5133212-r1"].sync_mode == "async"
     assert by_id["single-64fe6514de-r1"].workers == 1
+    # written before records carried them: one epoch of Fashion-MNIST at the median step's rate
+    for record in lines.records:
+        timing = record["timing"]
+        assert timing["samples_per_epoch"] == 60000
+        assert timing["epoch_s"] == pytest.approx(60000 / timing["samples_per_s"], rel=1e-12)
+
+
+def test_a_record_that_lacks_epoch_s_gets_it_on_read_and_a_failed_one_does_not(tmp_path):
+    (record,) = [r for r in read_lines(OLD).records if r["run_id"] == "old-ring-1"]
+    current = copy.deepcopy(record)
+    current["schema"] = SCHEMA
+    del current["migrated_from"], current["timing"]["epoch_s"]
+    current["timing"]["samples_per_epoch"] = 1000  # what the run trained on, when it says so
+    failed = {**copy.deepcopy(current), "status": "failed", "timing": {"wall_s": 2.0}}
+    synthetic = copy.deepcopy(current)
+    synthetic["config"].update(dataset="synthetic", synthetic_samples=512)
+    del synthetic["timing"]["samples_per_epoch"]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (current, failed, synthetic)))
+    read = read_lines(path).records
+    rate = current["timing"]["samples_per_s"]
+    assert read[0]["timing"]["epoch_s"] == pytest.approx(1000 / rate)
+    assert "migrated_from" not in read[0]  # the same version: only the key is derived
+    assert "epoch_s" not in read[1]["timing"]
+    assert read[2]["timing"]["epoch_s"] == pytest.approx(512 / rate)
+    assert read[2]["timing"]["samples_per_epoch"] == 512
 
 
 def test_canonical_placement():

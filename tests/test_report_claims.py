@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analysis.claims import claims_table, findings
-from analysis.load import load_study
+from archbench.analysis.claims import claims_table, findings
+from archbench.analysis.load import load_study
 
 
 def _record(run_id: str, arch: str, rate: float, exposed: float, placement: str = "") -> dict:

@@ -14,8 +14,8 @@ import pytest
 import report_records
 from conftest import run_train
 
-from analysis import plotting
-from analysis.report import write_report
+from archbench.analysis import plotting
+from archbench.analysis.report import write_report
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
 

@@ -15,8 +15,8 @@ import pytest
 import report_records
 from conftest import REPO, launch_env
 
-from analysis import plotting, scaling
-from analysis.report import write_report
+from archbench.analysis import plotting, scaling
+from archbench.analysis.report import write_report
 
 
 @pytest.fixture(scope="session")

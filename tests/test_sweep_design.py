@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from archbench import hosts
 from archbench.errors import UsageError
 from archbench.sweep import commands, design
 from archbench.sweep.hosts import ClusterTarget
@@ -184,14 +185,14 @@ def test_layouts_that_do_not_fit_are_refused():
 def test_a_hostfile_placement_is_read_and_checked(tmp_path):
     hostfile = tmp_path / "hosts.txt"
     hostfile.write_text("# two hosts\nhostA slots=2\nhostB slots=1 max_slots=4\n")
-    assert commands.read_hostfile(str(hostfile)) == [("hostA", 2), ("hostB", 1)]
+    assert hosts.read_hostfile(str(hostfile)) == [("hostA", 2), ("hostB", 1)]
     config = {"arch": "ring", "workers": 3, "placement": str(hostfile)}
     assert commands.layout_for(config, LOCAL4) == (("hostA", 2), ("hostB", 1))
     with pytest.raises(UsageError, match="4 ranks but hostfile"):
         commands.layout_for({**config, "workers": 4}, LOCAL4)
     hostfile.write_text("hostA slots=two\n")
     with pytest.raises(UsageError, match="cannot read 'slots=two'"):
-        commands.read_hostfile(str(hostfile))
+        hosts.read_hostfile(str(hostfile))
 
 
 def test_commands_carry_every_setting_and_the_launcher(tmp_path):
@@ -231,7 +232,21 @@ def test_commands_carry_every_setting_and_the_launcher(tmp_path):
         "btl_tcp_if_include",
         "lo",
     ]
-    assert commands.hostfile_text(run.layout) == "localhost slots=4\n"
+    assert hosts.hostfile_text(run.layout) == "localhost slots=4\n"
+
+
+def test_mpirun_over_host_blocks_is_the_runs_command_line():
+    """Microbenchmarks place ranks by (host, ranks) blocks; the line is otherwise a run's."""
+    argv = commands.mpirun_argv(3, [("a", 1), ("b", 2)], ["p", "-m", "x"], ["X"], ["--y"])
+    assert argv == [
+        "mpirun", "-np", "3", "-H", "a:1,b:2", "--map-by", "slot", "--bind-to", "none",
+        "-x", "X", "--y", "p", "-m", "x",
+    ]  # fmt: skip
+    from archbench.perfmodel.measure.microbench import job_argv
+
+    job = job_argv([("n1", 2)], "/py", ["mpi"])
+    assert job[:9] == commands.mpirun_argv(2, [("n1", 2)], [])[:9]
+    assert job[-4:] == ["/py", "-m", "archbench.perfmodel.measure.mb_ranks", "mpi"]
 
 
 def test_horovodrun_and_single_commands(tmp_path):

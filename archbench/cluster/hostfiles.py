@@ -12,6 +12,7 @@ from pathlib import Path
 
 from archbench.cluster.sshd import project_root
 from archbench.errors import UsageError
+from archbench.hosts import HostSlots, host_list_text, hostfile_text
 
 _GENERATED_LINE = re.compile(r"^[a-z-]+\d+ slots=\d+$")
 
@@ -26,11 +27,11 @@ def hostfile_paths(cluster: str) -> tuple[Path, Path]:
 
 
 def _mpi_text(nodes: list[str], slots: int) -> str:
-    return "".join(f"{node} slots={slots}\n" for node in nodes)
+    return hostfile_text(HostSlots(node, slots) for node in nodes)
 
 
 def _horovod_text(nodes: list[str], slots: int) -> str:
-    return ",".join(f"{node}:{slots}" for node in nodes) + "\n"
+    return host_list_text(HostSlots(node, slots) for node in nodes) + "\n"
 
 
 def _looks_generated(mpi_file: Path) -> bool:

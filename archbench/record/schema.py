@@ -6,10 +6,15 @@ no server shares a host with a worker; `colocated`: one does; `spread`: no serve
 more than one host; null: one host without servers, or hosts unknown). Version 1 records are
 migrated on read: their placement is worked out from their hosts and roles the same way, and a
 boolean `config.sync` becomes "sync" / "async".
+
+Keys added to a version after records of it were written are derived on read where the record
+holds what they follow from: `timing.epoch_s` (and `timing.samples_per_epoch`), one epoch of the
+configured data set at the median step's throughput, as training computes it now.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 SCHEMA = "archbench.run/2"
@@ -132,18 +137,53 @@ def placement_of(hosts: Any, roles: Any) -> str | None:
     return "spread" if len(worker_hosts) > 1 else None
 
 
+def number_or_none(value: Any) -> float | None:
+    """A number read from a record; None for null, booleans, text and NaN."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def derive_epoch_s(record: dict[str, Any]) -> None:
+    """`timing.epoch_s` (and `samples_per_epoch`) for a record written before training stored
+    them: the configured data set's training samples over the median step's throughput. Left
+    out where the throughput or the data set's size is unknown (e.g. a failed run)."""
+    timing = record.get("timing")
+    if not isinstance(timing, dict) or number_or_none(timing.get("epoch_s")) is not None:
+        return
+    rate = number_or_none(timing.get("samples_per_s"))
+    if rate is None or rate <= 0:
+        return
+    samples = number_or_none(timing.get("samples_per_epoch"))
+    if samples is None:
+        from archbench.perfmodel.model.modelinfo import train_size
+
+        config = record.get("config")
+        samples = number_or_none(train_size(config if isinstance(config, dict) else {}))
+        if samples is None:
+            return
+        timing["samples_per_epoch"] = int(samples)
+    timing["epoch_s"] = samples / rate
+
+
 def migrate(record: dict[str, Any]) -> dict[str, Any]:
-    """The record as this schema writes it; an older one is upgraded in place (and says from
-    which version in `migrated_from`)."""
-    schema = record.get("schema")
-    if schema == SCHEMA or not isinstance(record, dict):
+    """The record as this schema writes it, in place: an older version is upgraded (and says
+    from which version in `migrated_from`), and keys added since it was written are derived."""
+    if not isinstance(record, dict):
         return record
-    config = record.get("config")
-    if isinstance(config, dict) and isinstance(config.get("sync"), bool):
-        config["sync"] = "sync" if config["sync"] else "async"
-    cluster = record.get("cluster")
-    if isinstance(cluster, dict) and "placement" not in cluster:
-        cluster["placement"] = placement_of(cluster.get("hosts"), cluster.get("roles"))
-    record["migrated_from"] = schema
-    record["schema"] = SCHEMA
+    schema = record.get("schema")
+    if schema != SCHEMA:
+        config = record.get("config")
+        if isinstance(config, dict) and isinstance(config.get("sync"), bool):
+            config["sync"] = "sync" if config["sync"] else "async"
+        cluster = record.get("cluster")
+        if isinstance(cluster, dict) and "placement" not in cluster:
+            cluster["placement"] = placement_of(cluster.get("hosts"), cluster.get("roles"))
+        record["migrated_from"] = schema
+        record["schema"] = SCHEMA
+    derive_epoch_s(record)
     return record

@@ -3,23 +3,12 @@ sweep) need, read one way. Works on records of every schema version the reader m
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from archbench.archs import ARCHS
 from archbench.bandwidth import Bandwidth
-from archbench.record.schema import is_server_role, placement_of
+from archbench.record.schema import is_server_role, number_or_none, placement_of
 from archbench.settings import SETTINGS
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
 
 
 class RunRecord:
@@ -72,7 +61,7 @@ class RunRecord:
 
     @property
     def world_size(self) -> int | None:
-        world = _number(self.cluster.get("world_size"))
+        world = number_or_none(self.cluster.get("world_size"))
         return int(world) if world is not None else None
 
     @property
@@ -86,15 +75,15 @@ class RunRecord:
     def workers(self) -> float | None:
         """cluster.num_workers, else counted from roles, else world size less servers, else 1
         for the single-process baseline."""
-        value = _number(self.cluster.get("num_workers"))
+        value = number_or_none(self.cluster.get("num_workers"))
         if value is not None:
             return value
         roles = self.roles
         if roles:
             return float(sum(not is_server_role(r) for r in roles))
-        world = _number(self.cluster.get("world_size"))
+        world = number_or_none(self.cluster.get("world_size"))
         if world is not None:
-            return world - (_number(self.cluster.get("num_ps")) or 0.0)
+            return world - (number_or_none(self.cluster.get("num_ps")) or 0.0)
         one_process = self.arch in ARCHS and not ARCHS[self.arch].multi_process
         return 1.0 if one_process else None
 

@@ -15,44 +15,18 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from archbench.archs import MULTI_PROCESS
 from archbench.archs import arch as architecture
 from archbench.errors import UsageError
+from archbench.hosts import HostSlots, host_list_text, read_hostfile, total_slots
 from archbench.settings import PLACEMENT_POLICIES, SETTINGS
 from archbench.sweep.hosts import ClusterTarget
 
-Layout = tuple[tuple[str, int], ...]
-
-
-def read_hostfile(path: str) -> list[tuple[str, int]]:
-    """(host, slots) from an Open MPI style hostfile (`host slots=N`, comments with #)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise UsageError(f"hostfile {path}: {exc.strerror or exc}") from None
-    hosts: list[tuple[str, int]] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        words = line.split()
-        slots = 1
-        for word in words[1:]:
-            key, _, value = word.partition("=")
-            if key in ("slots", "max_slots", "max-slots") and value.isdigit() and int(value) > 0:
-                if key == "slots":
-                    slots = int(value)
-            else:
-                raise UsageError(
-                    f"hostfile {path}:{number}: cannot read {word!r} (expected slots=N)"
-                )
-        hosts.append((words[0], slots))
-    if not hosts:
-        raise UsageError(f"hostfile {path}: names no host")
-    return hosts
+Layout = tuple[HostSlots, ...]  # (host, ranks on it) in rank order
 
 
 def _split(ranks: int, bins: int) -> list[int]:
@@ -69,7 +43,7 @@ def _check_slots(
                 f"configuration {_describe(config)}: {what} puts {ranks} ranks on {host}, which has "
                 f"{hosts[host]} slots (raise cluster.slots, or exclude this configuration)"
             )
-    return tuple((host, ranks) for host, ranks in layout if ranks > 0)
+    return tuple(HostSlots(host, ranks) for host, ranks in layout if ranks > 0)
 
 
 def _describe(config: dict[str, Any]) -> str:
@@ -81,17 +55,17 @@ def layout_for(config: dict[str, Any], target: ClusterTarget) -> Layout:
     """Where each rank of this configuration goes; UsageError when the cluster cannot hold it."""
     descriptor = architecture(config["arch"])
     if not descriptor.multi_process:
-        return ((target.hosts[0][0], 1),)
+        return (HostSlots(target.hosts[0][0], 1),)
     workers = config["workers"]
     num_ps = descriptor.servers(config.get("num_ps"))
     world = descriptor.processes(workers, config.get("num_ps"))
     placement = config.get("placement", "packed")
     if placement not in PLACEMENT_POLICIES:
         hosts = read_hostfile(placement)
-        if sum(slots for _, slots in hosts) < world:
+        if total_slots(hosts) < world:
             raise UsageError(
                 f"configuration {_describe(config)}: {world} ranks but hostfile {placement} has "
-                f"{sum(slots for _, slots in hosts)} slots"
+                f"{total_slots(hosts)} slots"
             )
         return tuple(_fill(hosts, world))
     hosts = list(target.hosts)
@@ -121,19 +95,15 @@ def layout_for(config: dict[str, Any], target: ClusterTarget) -> Layout:
     return _check_slots(blocks, capacity, config, placement)
 
 
-def _fill(hosts: list[tuple[str, int]], world: int) -> list[tuple[str, int]]:
+def _fill(hosts: list[HostSlots], world: int) -> list[HostSlots]:
     blocks, left = [], world
     for host, slots in hosts:
         if left == 0:
             break
         take = min(slots, left)
-        blocks.append((host, take))
+        blocks.append(HostSlots(host, take))
         left -= take
     return blocks
-
-
-def hostfile_text(layout: Layout) -> str:
-    return "".join(f"{host} slots={ranks}\n" for host, ranks in layout)
 
 
 def train_argv(config: dict[str, Any], python: str, out: str, run_id: str, study: str) -> list[str]:
@@ -174,20 +144,24 @@ def launch_argv(
         if config.get("controller"):
             argv.append(f"--{config['controller']}")
         return argv + launcher_args + train
-    argv = [
-        "mpirun",
-        "-np",
-        str(world_size),
-        "--hostfile",
-        hostfile,
-        "--map-by",
-        "slot",
-        "--bind-to",
-        "none",
-    ]
+    return mpirun_argv(world_size, hostfile, train, forward_env, launcher_args)
+
+
+def mpirun_argv(
+    world_size: int,
+    hosts: str | Sequence[tuple[str, int]],
+    program: list[str],
+    forward_env: Sequence[str] = (),
+    launcher_args: Sequence[str] = (),
+) -> list[str]:
+    """`mpirun` starting `program` on `world_size` ranks over a hostfile (a path) or exactly these
+    (host, ranks) blocks (`-H`): ranks fill the hosts in order (`--map-by slot`), none is bound
+    to a core, and each variable of `forward_env` is passed on to every rank."""
+    where = ["--hostfile", hosts] if isinstance(hosts, str) else ["-H", host_list_text(hosts)]
+    argv = ["mpirun", "-np", str(world_size), *where, "--map-by", "slot", "--bind-to", "none"]
     for name in forward_env:
         argv += ["-x", name]
-    return argv + launcher_args + train
+    return argv + list(launcher_args) + program
 
 
 def default_python() -> str:

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from archbench.errors import StopError
+from archbench.hosts import hostfile_text
 from archbench.launch import root_mpi_env
 from archbench.record import now_iso
 from archbench.settings import PLACEMENT_POLICIES
 from archbench.sweep import preflight, records
 from archbench.sweep.commands import (
     default_python,
-    hostfile_text,
     launch_argv,
     shell_line,
     train_argv,

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from archbench.errors import UsageError
+from archbench.hosts import HostSlots, total_slots
 from archbench.sweep import slurm
 from archbench.sweep.spec import StudySpec
 
@@ -15,13 +16,13 @@ LOCALHOST = "localhost"
 @dataclass(frozen=True)
 class ClusterTarget:
     kind: str  # localhost | emulated | slurm
-    hosts: tuple[tuple[str, int], ...]  # (host name as the launcher reaches it, slots)
+    hosts: tuple[HostSlots, ...]
     bandwidth: str | None = None  # emulated: the link rate when bandwidth is not a factor
     manage: bool = True  # emulated: bring it up/down around the study
 
     @property
     def total_slots(self) -> int:
-        return sum(slots for _, slots in self.hosts)
+        return total_slots(self.hosts)
 
     @property
     def one_host(self) -> bool:
@@ -67,13 +68,15 @@ def resolve_target(
         kind = "localhost" if emulation_unavailable() else "emulated"
     if kind == "localhost":
         slots = cluster.slots or os.cpu_count() or 1
-        return ClusterTarget("localhost", ((LOCALHOST, slots),))
+        return ClusterTarget("localhost", (HostSlots(LOCALHOST, slots),))
     if kind == "emulated":
         reason = emulation_unavailable()
         if reason:
             raise UsageError(f"--cluster emulated: {reason}; use --cluster localhost")
         slots = cluster.slots or os.cpu_count() or 1
-        hosts = tuple((name, slots) for name in emulated_node_names(cluster.nodes, cluster.prefix))
+        hosts = tuple(
+            HostSlots(name, slots) for name in emulated_node_names(cluster.nodes, cluster.prefix)
+        )
         bandwidth = cluster.bandwidth or _running_bandwidth(cluster.name) or DEFAULT_BANDWIDTH
         return ClusterTarget("emulated", hosts, bandwidth=bandwidth, manage=cluster.manage)
     if kind == "slurm":

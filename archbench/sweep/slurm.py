@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Mapping
 
 from archbench.errors import UsageError
+from archbench.hosts import HostSlots
 
 _COUNT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
 # Slots come from the first of these that is set: tasks first (one rank per task), then CPUs.
@@ -109,7 +110,7 @@ def scontrol_hostnames(nodelist: str, env: Mapping[str, str] | None = None) -> l
     return hosts
 
 
-def allocation_hosts(env: Mapping[str, str] | None = None) -> list[tuple[str, int]]:
+def allocation_hosts(env: Mapping[str, str] | None = None) -> list[HostSlots]:
     """(host, slots) for every node of the current allocation; UsageError outside one."""
     env = os.environ if env is None else env
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
@@ -124,4 +125,4 @@ def allocation_hosts(env: Mapping[str, str] | None = None) -> list[tuple[str, in
             break
     else:
         slots = [1] * len(hosts)
-    return list(zip(hosts, slots, strict=True))
+    return [HostSlots(host, count) for host, count in zip(hosts, slots, strict=True)]

@@ -8,7 +8,8 @@ Measured, each as records of kind `microbench` appended to --out and a table on 
 - push (assign) and pull (read) through one TensorFlow gRPC parameter server;
 - forward+backward time of each model at each batch size on one worker.
 
-The measuring ranks are started here with mpirun on the given hosts.
+The measuring ranks are started on the given hosts by the mpirun command line that a study's
+runs get (archbench.sweep.commands.mpirun_argv).
 """
 
 from __future__ import annotations
@@ -25,9 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import RunFailed, UsageError
+from archbench.hosts import (
+    HostSlots,
+    host_list_text,
+    parse_host_list,
+    rank_hosts,
+    read_hostfile,
+    total_slots,
+)
 from archbench.perfmodel.measure.calibration import calibration_from_records
 from archbench.perfmodel.model.units import positive_ints
 from archbench.process_group import run_in_group
+from archbench.sweep.commands import mpirun_argv
 
 SCHEMA = "archbench.microbench/1"
 BENCHES = ("pt2pt", "allreduce", "horovod", "ps", "compute")
@@ -106,30 +116,12 @@ def parse_sizes(text: str) -> list[int]:
     return sorted(set(sizes))
 
 
-def parse_host_list(text: str) -> list[tuple[str, int]]:
-    """'node1,node2:2' -> [(node1, 1), (node2, 2)] (mpirun -H syntax)."""
-    hosts = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, _, slots = part.partition(":")
-        if not name or (slots and (not slots.isdigit() or int(slots) < 1)):
-            raise UsageError(f"cannot read host {part!r} (expected NAME or NAME:SLOTS)")
-        hosts.append((name, int(slots) if slots else 1))
-    if not hosts:
-        raise UsageError("-H names no host")
-    return hosts
-
-
-def resolve_hosts(args: argparse.Namespace) -> list[tuple[str, int]]:
+def resolve_hosts(args: argparse.Namespace) -> list[HostSlots]:
     if args.hostfile:
-        from archbench.sweep.commands import read_hostfile
-
         return read_hostfile(args.hostfile)
     if args.hosts:
         return parse_host_list(args.hosts)
-    return [("localhost", max(os.cpu_count() or 2, 2))]
+    return [HostSlots("localhost", max(os.cpu_count() or 2, 2))]
 
 
 # --------------------------------------------------------------------------- launching
@@ -144,15 +136,21 @@ def _mpi_env() -> dict[str, str]:
     return env
 
 
-def mpirun_argv(hosts: list[tuple[str, int]], python: str, program: list[str]) -> list[str]:
-    """mpirun over exactly these (host, ranks) blocks, ranks in order, no core binding."""
-    spec = ",".join(f"{host}:{ranks}" for host, ranks in hosts)
-    world = sum(ranks for _, ranks in hosts)
-    return [
-        "mpirun", "-np", str(world), "-H", spec, "--map-by", "slot", "--bind-to", "none",
-        "--oversubscribe", "-x", "PYTHONPATH", "-x", "TF_CPP_MIN_LOG_LEVEL",
-        python, "-m", "archbench.perfmodel.measure.mb_ranks", *program,
-    ]  # fmt: skip
+# What every measuring rank needs from the driver's environment.
+FORWARD_ENV = ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")
+
+
+def job_argv(blocks: list[HostSlots], python: str, program: list[str]) -> list[str]:
+    """The measuring ranks over exactly these (host, ranks) blocks, launched as a study's runs
+    are (archbench.sweep.commands.mpirun_argv), oversubscribing where a job has more ranks than
+    a host has cores."""
+    return mpirun_argv(
+        total_slots(blocks),
+        blocks,
+        [python, "-m", "archbench.perfmodel.measure.mb_ranks", *program],
+        forward_env=FORWARD_ENV,
+        launcher_args=["--oversubscribe"],
+    )
 
 
 def run_job(argv: list[str], result_file: Path, timeout_s: float) -> list[dict[str, Any]]:
@@ -176,8 +174,8 @@ def run_job(argv: list[str], result_file: Path, timeout_s: float) -> list[dict[s
 
 
 def plan_jobs(
-    hosts: list[tuple[str, int]], benches: set[str], sizes: list[int], args: argparse.Namespace
-) -> list[tuple[str, str, list[tuple[str, int]], list[str]]]:
+    hosts: list[HostSlots], benches: set[str], sizes: list[int], args: argparse.Namespace
+) -> list[tuple[str, str, list[HostSlots], list[str]]]:
     """(bench, scope, host blocks, program args) of each measuring job."""
     common = [
         "--sizes",
@@ -186,8 +184,8 @@ def plan_jobs(
         str(args.seconds_per_size),
     ]
     first = hosts[0][0]
-    intra = [(first, 2)]
-    inter = [(name, 1) for name, _ in hosts] if len(hosts) > 1 else None
+    intra = [HostSlots(first, 2)]
+    inter = [HostSlots(name, 1) for name, _ in hosts] if len(hosts) > 1 else None
     jobs = []
     if benches & {"pt2pt", "allreduce"}:
         jobs.append(("mpi", "intra", intra, ["mpi", *common]))
@@ -213,7 +211,7 @@ def plan_jobs(
             program = ["compute", "--models", args.models, "--batch-sizes", args.batch_sizes,
                        "--dataset", args.dataset, "--steps", str(args.compute_steps),
                        "--threads", str(args.threads)]  # fmt: skip
-            jobs.append(("compute", scope, [(first, sharing)], program))
+            jobs.append(("compute", scope, [HostSlots(first, sharing)], program))
     return jobs
 
 
@@ -323,9 +321,9 @@ def run(args: argparse.Namespace) -> int:
             plan_jobs(hosts, benches, sizes, args)
         ):
             result_file = Path(scratch) / f"job{index}.json"
-            argv = mpirun_argv(blocks, python, [*program, "--result-file", str(result_file)])
+            argv = job_argv(blocks, python, [*program, "--result-file", str(result_file)])
             print(
-                f"[microbench] {kind} ({scope}) on {','.join(f'{h}:{n}' for h, n in blocks)}",
+                f"[microbench] {kind} ({scope}) on {host_list_text(blocks)}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -335,8 +333,8 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 if row["bench"] == "allreduce_mpi" and "allreduce" not in benches:
                     continue
-                rank_hosts = [h for h, n in blocks for _ in range(n)][: row.get("ranks", 1)]
-                row.update(scope=scope, hosts=rank_hosts, launcher="mpirun")
+                hosts_of_ranks = rank_hosts(blocks)[: row.get("ranks", 1)]
+                row.update(scope=scope, hosts=hosts_of_ranks, launcher="mpirun")
                 if scope == "inter" and link_bits:
                     row["link"], row["link_bits"] = link, link_bits
                 rows.append(row)
