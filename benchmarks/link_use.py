@@ -7,7 +7,12 @@ second call only prints) and prints, per architecture, controller and worker cou
   must send (ring and p2p: 2(W-1)/W x the gradient bytes per worker; ps: the server sends its
   shard of the parameters to every worker, W x M);
 - link use: the busiest node's bytes per step (the larger direction) over the exchange phase of
-  the probe steps (`timing.comm_s_median`), as a share of the link's rate.
+  the probe steps (`timing.comm_s_median`), as a share of the link's rate;
+- one way at a time (ps only): the server's bytes in both directions over the exchange phase, as
+  a share of the rate. A synchronous server cannot send fresh parameters before every gradient
+  is in, so its link carries the push one way, then the pull the other way: each direction is
+  busy at most half the exchange, and this column, not the one above, says whether the link ran
+  at its rate while the protocol let it.
 
 Usage: python benchmarks/link_use.py [--study runs/link-use.yaml] [--no-run]
 """
@@ -38,6 +43,9 @@ def row(record: dict) -> dict:
         max(node["wire_bytes_sent_per_step"], node["wire_bytes_received_per_step"])
         for node in nodes
     )
+    both_ways = max(
+        node["wire_bytes_sent_per_step"] + node["wire_bytes_received_per_step"] for node in nodes
+    )
     rate = bandwidth_bits_per_s(record["cluster"]["link"]) / 8
     exchange = record["timing"]["comm_s_median"]
     return {
@@ -50,6 +58,11 @@ def row(record: dict) -> dict:
         "bytes_ratio": sent / expected_bytes(record),
         "exchange_s": exchange,
         "link_use": busiest / exchange / rate if exchange else float("nan"),
+        "one_way_at_a_time": (
+            both_ways / exchange / rate
+            if exchange and record["config"]["arch"] == "ps"
+            else float("nan")
+        ),
     }
 
 
@@ -66,13 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{'arch':<5} {'controller':<10} {'algorithm':<12} {'W':>2} {'sent MB/step':>12} "
-        f"{'expected':>9} {'bytes ×':>8} {'exchange s':>10} {'link use':>8}"
+        f"{'expected':>9} {'bytes ×':>8} {'exchange s':>10} {'link use':>8} "
+        f"{'one way at a time':>17}"
     )
     for r in rows:
         print(
             f"{r['arch']:<5} {r['controller']:<10} {r['algorithm']:<12} {r['workers']:>2} "
             f"{r['sent_mb']:>12.1f} {r['expected_mb']:>9.1f} {r['bytes_ratio']:>8.3f} "
-            f"{r['exchange_s']:>10.3f} {r['link_use']:>8.2f}"
+            f"{r['exchange_s']:>10.3f} {r['link_use']:>8.2f} "
+            + (f"{r['one_way_at_a_time']:>17.2f}" if r["arch"] == "ps" else f"{'-':>17}")
         )
     return 0
 
