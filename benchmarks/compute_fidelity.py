@@ -31,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         reference = base.get((run["workload"], run["batch_size"]))
         if run["arch"] == "single" or reference is None:
             continue
-        ratios = [value / reference for value in run["compute_s_per_worker"]]
+        ratios = [value / reference for value in run["compute_s_per_worker"] or []]
+        if not ratios:  # a record from before per-rank compute was recorded
+            continue
         worst = max(ratios, key=lambda ratio: abs(ratio - 1))
         worst_all.append(abs(worst - 1))
         flag = "  DRIFT" if abs(worst - 1) > DRIFT_LIMIT else ""

@@ -423,9 +423,9 @@ def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
     spec = copy_spec("demo", tmp_path)
     local = sweep(spec, "--dry-run", "--cluster", "localhost")
     assert local.returncode == 0, local.stderr
-    # one host: PS placement means nothing there, so (2 single + 4 ring + 4 p2p + 4 ps) x 2
+    # one host: PS placement means nothing there, so (1 single + 2 ring + 2 p2p + 2 ps) x 3
     # repetitions
-    assert len(local.stdout.splitlines()) == 28
+    assert len(local.stdout.splitlines()) == 21
     from archbench.sweep.hosts import emulation_unavailable
 
     if emulation_unavailable():
@@ -433,14 +433,13 @@ def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
     emulated = sweep(spec, "--dry-run", "--cluster", "emulated")
     assert emulated.returncode == 0, emulated.stderr
     commands = [line for line in emulated.stdout.splitlines() if not line.startswith("#")]
-    assert len(commands) == 36  # (2 single + 4 ring + 4 p2p + 8 ps) x 2 repetitions
+    assert len(commands) == 27  # (1 single + 2 ring + 2 p2p + 4 ps) x 3 repetitions
     for words in (
         "--arch single",
         "--arch ring",
         "--arch p2p",
         "--arch ps",
         "--model mlp",
-        "--model cnn",
         "--sync",
         "-np 1 ",  # single runs on a node, inside its CPU budget
         "-np 2 ",
