@@ -2,12 +2,16 @@
 
 A block is inserted at the top of the file, between a BEGIN and an END line, and removing it
 restores the file byte for byte. Files and directories that did not exist are created and
-remembered, so that removing the last block deletes them again. Files are rewritten in place
-(same inode and mode) because /etc/hosts may be a bind mount that cannot be replaced.
+remembered, so that removing the last block deletes them again. A file is replaced whole (a
+new file with the same mode and owner renamed over it), so that a process reading it at that
+moment (ssh resolving a node's name while another cluster comes up) sees the old text or the
+new, never a mix; where it cannot be replaced (/etc/hosts as a container's bind mount), it is
+rewritten in place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -82,6 +86,19 @@ def _make_parents(path: Path, dir_mode: int) -> None:
 
 
 def _rewrite(path: Path, text: str) -> None:
+    scratch = path.with_name(f".{path.name}.archbench-{os.getpid()}")
+    try:
+        if path.is_symlink():  # replacing it would cut the link
+            raise OSError("symbolic link")
+        status = path.stat()
+        scratch.write_text(text)
+        os.chmod(scratch, status.st_mode & 0o7777)
+        os.chown(scratch, status.st_uid, status.st_gid)
+        os.replace(scratch, path)
+        return
+    except OSError:  # a bind mount (EBUSY), a read-only directory: rewrite in place
+        with contextlib.suppress(OSError):
+            scratch.unlink()
     with open(path, "r+") as handle:
         handle.write(text)
         handle.truncate()
