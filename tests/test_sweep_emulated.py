@@ -95,3 +95,36 @@ def test_sweep_on_emulated_nodes_records_them_and_kills_remote_ranks(
     while ranks_of(tmp_path / "emu") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ranks_of(tmp_path / "emu") == []
+
+
+def test_a_managed_sweep_that_starts_with_single_brings_its_cluster_up(tmp_path: Path):
+    # `single` has no link setting; the sweep must still bring the cluster up for it (it runs
+    # on a node), then take it down again. A cluster of its own: prefix `sg`.
+    from archbench.cluster.preflight import cluster_unavailable_reason
+    from archbench.cluster.state import load_state
+
+    if cluster_unavailable_reason() is not None:
+        import pytest
+
+        pytest.skip(cluster_unavailable_reason())
+    spec = tmp_path / "single-first.yaml"
+    spec.write_text(
+        textwrap.dedent(
+            """
+            study: single-first
+            cluster: {kind: emulated, name: singlefirst, prefix: sg, nodes: 1, bandwidth: 100mbit,
+                      cpus_per_node: 0.2, manage: true}
+            fixed: {arch: single, model: mlp, dataset: synthetic, batch_size: 16, steps: 8}
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "archbench.cli", "sweep", str(spec)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "bringing up emulated cluster 'singlefirst'" in proc.stderr
+    (record,) = [json.loads(line) for line in (tmp_path / "single-first" / "results.jsonl").open()]
+    assert record["status"] == "ok" and record["cluster"]["hosts"] == ["sg1"]
+    assert load_state("singlefirst") is None  # down again

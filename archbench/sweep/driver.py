@@ -212,8 +212,9 @@ class Sweep:
         progress = Progress(len(todo), stream=self.err)
         try:
             for run in todo:
-                if self.cluster is not None and "bandwidth" in run.config:
-                    self.cluster.ensure(run.config["bandwidth"])
+                if self.cluster is not None:
+                    # every run, also `single` (no link setting): it runs on a node
+                    self.cluster.ensure(run.config.get("bandwidth"))
                 label = f"{run.run_id} ({describe(run.config)})"
                 progress.start(label)
                 record = self._execute(run, progress)

@@ -98,12 +98,18 @@ class EmulatedCluster:
             f"`archbench cluster down --name {self.name}` and run the sweep again"
         )
 
-    def ensure(self, bandwidth: str) -> None:
-        """The cluster is up with links at `bandwidth`: brought up, or its links re-shaped."""
+    def ensure(self, bandwidth: str | None) -> None:
+        """The cluster is up with links at `bandwidth`: brought up, or its links re-shaped.
+        None (a run without a link setting, such as `single` on one node): up at the study's
+        link rate, or as it is."""
         from archbench.cluster.lifecycle import bring_up, set_bandwidth
-        from archbench.cluster.spec import make_spec
+        from archbench.cluster.spec import DEFAULT_BANDWIDTH, make_spec
 
         state = self._state()
+        if bandwidth is None:
+            if state is not None:
+                return
+            bandwidth = self.target.bandwidth or DEFAULT_BANDWIDTH
         if state is None:
             self.log(
                 f"bringing up emulated cluster {self.name!r} ({len(self.target.hosts)} nodes, {bandwidth})"
