@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -226,6 +227,55 @@ def test_a_study_runs_inside_an_allocation(slurm_cluster, tmp_path):
         assert record["sweep"]["cluster"] == "slurm"
     ring = next(r for r in records if r["config"]["arch"] == "ring")
     assert sorted(ring["cluster"]["hosts"]) == NODES
+
+
+def _wait(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} within {timeout_s:.0f} s")
+        time.sleep(1.0)
+
+
+def _job_running(job: str) -> bool:
+    result = subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True,
+        env=_slurm_env(), check=False,
+    )  # fmt: skip
+    return bool(result.stdout.strip())
+
+
+def _records(results: Path) -> list[dict]:
+    if not results.exists():
+        return []
+    return [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+
+
+def test_a_submitted_study_cancelled_mid_way_resumes_with_no_run_lost_or_repeated(
+    slurm_cluster, tmp_path
+):
+    shutil.copy(TINY_STUDY, tmp_path / "study.yaml")
+    results = tmp_path / "slurm-tiny" / "results.jsonl"
+    submit = ["submit", str(tmp_path / "study.yaml"), "--partition", CLUSTER, "--time", "10"]
+    first = _archbench(*submit, env=_slurm_env())
+    assert first.returncode == 0, first.stderr
+    job1 = first.stdout.split()[2]
+    _wait(lambda: len(_records(results)) >= 1, 150, "no run was recorded")
+    subprocess.run(["scancel", job1], env=_slurm_env(), check=True)
+    _wait(lambda: not _job_running(job1), 60, f"job {job1} did not end")
+    kept = _records(results)
+    second = _archbench(*submit, env=_slurm_env())
+    assert second.returncode == 0, second.stderr
+    job2 = second.stdout.split()[2]
+    _wait(lambda: not _job_running(job2), 200, f"job {job2} did not end")
+    records = _records(results)
+    run_ids = [record["run_id"] for record in records]
+    assert len(run_ids) == 3 and len(set(run_ids)) == 3, run_ids
+    assert all(record["status"] == "ok" for record in records)
+    assert records[: len(kept)] == kept  # what the cancelled job recorded stays as it was
+    assert {r["cluster"]["slurm_job_id"] for r in records} <= {job1, job2}
+    assert (tmp_path / "slurm-tiny" / "report" / "report.md").exists()
+    assert f"job {job2} on slt[1-2]" in (tmp_path / "slurm-tiny" / f"slurm-{job2}.out").read_text()
 
 
 def test_down_leaves_no_daemon_and_no_state(slurm_cluster):
