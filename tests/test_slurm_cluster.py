@@ -182,6 +182,35 @@ def slurm_cluster():
         _archbench("cluster", "down", "--name", CLUSTER)
 
 
+def test_down_after_a_killed_up_stops_the_daemons_it_had_started():
+    reason = _unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    name, folder = "slurmtest-killed", cluster_dir("slurmtest-killed")
+    _archbench("cluster", "down", "--name", name)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "archbench.cli", "cluster", "up", "--name", name, "--prefix",
+         "slk", "--nodes", "1", "--cpus-per-node", "off", "--slurm"],
+        cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        # killed once slurmctld runs, before `up` has saved the daemons' pids
+        _wait(
+            lambda: len(slurm.daemon_pids(folder)) >= 2 or up.poll() is not None,
+            30, "no daemon", interval_s=0.02,
+        )  # fmt: skip
+    finally:
+        up.kill()
+        up.wait()
+    try:
+        assert slurm.daemon_pids(folder)
+        assert load_state(name).status == "starting"  # killed before it was up
+    finally:
+        result = _archbench("cluster", "down", "--name", name)
+    assert result.returncode == 0, result.stderr
+    assert slurm.daemon_pids(folder) == [] and not folder.exists()
+
+
 def test_up_prints_slurm_conf_and_every_node_is_idle(slurm_cluster):
     conf = slurm.conf_path(cluster_dir(CLUSTER))
     assert f"export SLURM_CONF={conf}" in slurm_cluster
@@ -229,12 +258,12 @@ def test_a_study_runs_inside_an_allocation(slurm_cluster, tmp_path):
     assert sorted(ring["cluster"]["hosts"]) == NODES
 
 
-def _wait(condition, timeout_s: float, what: str) -> None:
+def _wait(condition, timeout_s: float, what: str, interval_s: float = 1.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
             pytest.fail(f"{what} within {timeout_s:.0f} s")
-        time.sleep(1.0)
+        time.sleep(interval_s)
 
 
 def _job_running(job: str) -> bool:

@@ -234,9 +234,11 @@ def bring_up(spec: ClusterSpec) -> UpResult:
         if existing is not None and is_up(existing):
             if _same_shape(existing, spec):
                 return UpResult(existing, already_up=True)
+            with_slurm = " with Slurm" if existing.slurm is not None else " without Slurm"
             raise UsageError(
                 f"cluster {spec.name!r} is already up with {len(existing.nodes)} nodes at "
-                f"{existing.bandwidth}; run `archbench cluster down --name {spec.name}` first"
+                f"{existing.bandwidth}{with_slurm if spec.slurm != (existing.slurm is not None) else ''}; "
+                f"run `archbench cluster down --name {spec.name}` first"
             )
         if existing is not None:
             _tear_down(existing)  # left half-built by an interrupted `up`
