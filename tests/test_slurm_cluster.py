@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -76,6 +77,12 @@ def test_the_configuration_names_every_node_and_the_controller_on_the_bridge():
 )
 def test_a_node_gets_its_budget_rounded_up_and_at_least_its_slots(cpus, slots, expected):
     assert slurm.node_cpus(_state(cpus, slots)) == expected
+
+
+def test_daemons_that_are_not_running_are_named():
+    state = _state()
+    state.slurm = {"pids": {"munged": 999_999_991, "slurmctld": os.getpid(), "nd1": None}}
+    assert slurm.dead_daemons(state) == ["munged", "slurmctld", "slurmd of nd1", "slurmd of nd2"]
 
 
 def test_every_task_gets_the_nodes_idle_wait_variables():
@@ -305,6 +312,15 @@ def test_a_submitted_study_cancelled_mid_way_resumes_with_no_run_lost_or_repeate
     assert {r["cluster"]["slurm_job_id"] for r in records} <= {job1, job2}
     assert (tmp_path / "slurm-tiny" / "report" / "report.md").exists()
     assert f"job {job2} on slt[1-2]" in (tmp_path / "slurm-tiny" / f"slurm-{job2}.out").read_text()
+
+
+def test_status_names_a_dead_slurmd_and_exits_1(slurm_cluster):
+    state = load_state(CLUSTER)
+    os.kill(state.slurm["pids"]["slt2"], signal.SIGKILL)
+    _wait(lambda: "slurmd of slt2" in slurm.dead_daemons(state), 10, "slurmd did not die", 0.1)
+    status = _archbench("cluster", "status", "--name", CLUSTER)
+    assert status.returncode == 1
+    assert "NOT RUNNING: slurmd of slt2" in status.stdout
 
 
 def test_down_leaves_no_daemon_and_no_state(slurm_cluster):

@@ -391,12 +391,48 @@ def _reap(pids: list[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
+def _pid_is(pid: int | None, program: str) -> bool:
+    try:
+        return _alive(pid) and Path(f"/proc/{pid}/comm").read_text().strip() == program
+    except (OSError, TypeError):
+        return False
+
+
+def dead_daemons(state: ClusterState) -> list[str]:
+    """The daemons `up` started that are no longer running (names as `status` prints them)."""
+    pids = (state.slurm or {}).get("pids", {})
+    dead = [name for name in ("munged", "slurmctld") if not _pid_is(pids.get(name), name)]
+    dead += [
+        f"slurmd of {node}" for node in state.node_names if not _pid_is(pids.get(node), "slurmd")
+    ]
+    return dead
+
+
+# One status (healthy, then describe) asks sinfo once.
+_SNAPSHOT: dict[str, tuple[float, list[str], dict[str, str]]] = {}
+
+
+def _snapshot(state: ClusterState) -> tuple[list[str], dict[str, str]]:
+    key = str(state.directory)
+    cached = _SNAPSHOT.get(key)
+    if cached is not None and time.monotonic() - cached[0] < 2.0:
+        return cached[1], cached[2]
+    dead = dead_daemons(state)
+    states = {} if "slurmctld" in dead else node_states(state.directory, timeout_s=5.0)
+    _SNAPSHOT[key] = (time.monotonic(), dead, states)
+    return dead, states
+
+
 def describe(state: ClusterState) -> list[str]:
     """Lines for `archbench cluster status`."""
     info = state.slurm or {}
-    states = node_states(state.directory, timeout_s=5.0)
-    summary = ", ".join(f"{node} {states.get(node, 'unknown')}" for node in state.node_names)
-    answer = summary if states else "slurmctld does not answer"
+    dead, states = _snapshot(state)
+    if states:
+        answer = ", ".join(f"{node} {states.get(node, 'unknown')}" for node in state.node_names)
+    else:
+        answer = "slurmctld does not answer"
+    if dead:
+        answer += f"; NOT RUNNING: {', '.join(dead)}"
     return [
         f"  slurm: partition {info.get('partition')}, controller {info.get('controller')}, "
         f"{info.get('cpus_per_node')} CPUs per node; {answer}",
@@ -405,11 +441,16 @@ def describe(state: ClusterState) -> list[str]:
 
 
 def healthy(state: ClusterState) -> bool:
+    """Every daemon runs and Slurm reports no node down, drained, failing or not responding."""
     if not state.slurm:
         return True
-    states = node_states(state.directory, timeout_s=5.0)
-    return bool(states) and all(
-        not states.get(node, "down").startswith(("down", "drain", "fail", "unk"))
-        and not states.get(node, "").endswith("*")
-        for node in state.node_names
+    dead, states = _snapshot(state)
+    return (
+        not dead
+        and bool(states)
+        and all(
+            not states.get(node, "down").startswith(("down", "drain", "fail", "unk"))
+            and not states.get(node, "").endswith("*")
+            for node in state.node_names
+        )
     )
