@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "bench": "archbench.bench",
     "cluster": "archbench.cluster.cli",
     "sweep": "archbench.sweep.cli",
+    "submit": "archbench.sweep.submit",
     "report": "archbench.analysis.cli",
     "compare": "archbench.analysis.compare",
     "microbench": "archbench.perfmodel.measure.microbench",

@@ -93,6 +93,8 @@ class RunState:
             hostfile_of(launcher_argv),
             link,
             launcher_command=" ".join(launcher_argv) if launcher_argv else None,
+            # The Slurm job the ranks ran in (srun sets it for every task; null elsewhere).
+            slurm_job_id=os.environ.get("SLURM_JOB_ID") or None,
             **more,
         )
 

@@ -13,7 +13,8 @@ fail() { printf '[setup] FAILED: %s\n' "$*" >&2; exit 1; }
 
 # --- Debian packages -------------------------------------------------------
 debian_packages=(libopenmpi-dev openmpi-bin cmake g++ make dataset-fashion-mnist
-                 openssh-server openssh-client iproute2 procps psmisc)
+                 openssh-server openssh-client iproute2 procps psmisc
+                 munge slurmctld slurmd slurm-client)
 missing=()
 for pkg in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")

@@ -65,6 +65,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "on the node's CPU budget (default 100; 0: spin)",
     )
     up.add_argument(
+        "--slurm",
+        action="store_true",
+        help="also run Slurm on the nodes: munged and slurmctld on the host, a slurmd in each "
+        "node, one partition with every node (use it with SLURM_CONF: `archbench cluster env`)",
+    )
+    up.add_argument(
         "--latency",
         default=None,
         help="not supported: links are shaped by bandwidth only (tc netem is not available)",
@@ -86,6 +92,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     target.add_argument("--all", action="store_true", help="every emulated cluster that is up")
     down.set_defaults(func=run_down)
 
+    env = commands.add_parser(
+        "env", help="print the shell lines that point Slurm's commands at a cluster (--slurm)"
+    )
+    env.add_argument("--name", default=DEFAULT_NAME, help=f"cluster name (default {DEFAULT_NAME})")
+    env.set_defaults(func=run_env)
+
     status = commands.add_parser("status", help="show the emulated clusters that are up")
     status.add_argument("--name", default=None, help="only this cluster")
     status.add_argument("--json", action="store_true", help="print the state files as JSON")
@@ -104,9 +116,13 @@ def run_up(args: argparse.Namespace) -> int:
             "because tc netem is not available on this kernel"
         )
     require_cluster_support()
+    if args.slurm:
+        from archbench.cluster.slurm import require_support
+
+        require_support()
     spec = make_spec(
         args.name, args.nodes, args.bandwidth, args.prefix, args.slots,
-        args.cpus_per_node, args.cfs_period_ms, args.idle_nap_us,
+        args.cpus_per_node, args.cfs_period_ms, args.idle_nap_us, slurm=args.slurm,
     )  # fmt: skip
     try:
         result = bring_up(spec)
@@ -118,6 +134,20 @@ def run_up(args: argparse.Namespace) -> int:
     else:
         print(f"cluster {state.name!r} is up")
     print(describe(state))
+    return 0
+
+
+def run_env(args: argparse.Namespace) -> int:
+    from archbench.errors import UsageError
+
+    state = load_state(args.name)
+    if state is None or not is_up(state):
+        raise UsageError(f"cluster {args.name!r} is not up")
+    if not state.slurm:
+        raise UsageError(
+            f"cluster {args.name!r} runs no Slurm; bring it up with `archbench cluster up --slurm`"
+        )
+    print(f"export SLURM_CONF={state.slurm['conf']}")
     return 0
 
 
@@ -179,9 +209,14 @@ def _failed(message: str) -> int:
 
 
 def healthy(state: ClusterState) -> bool:
+    from archbench.cluster import slurm
     from archbench.cluster.sshd import pid_is_sshd
 
-    return is_up(state) and all(pid_is_sshd(node.sshd_pid) for node in state.nodes)
+    return (
+        is_up(state)
+        and all(pid_is_sshd(node.sshd_pid) for node in state.nodes)
+        and slurm.healthy(state)
+    )
 
 
 def describe(state: ClusterState) -> str:
@@ -205,6 +240,10 @@ def describe(state: ClusterState) -> str:
         lines.append(f"  {node.name:<8} {node.address:<15} sshd pid {node.sshd_pid} {sshd_state}")
     if state.hostfiles:
         lines.append(f"  hostfiles: {' '.join(_relative(path) for path in state.hostfiles)}")
+    if state.slurm:
+        from archbench.cluster import slurm
+
+        lines.extend(slurm.describe(state))
     return "\n".join(lines)
 
 

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from archbench.cluster import blocks, cgroups, hostfiles, idlewait, network, sshd
+from archbench.cluster import blocks, cgroups, hostfiles, idlewait, network, slurm, sshd
 from archbench.cluster.spec import ClusterSpec
 from archbench.cluster.state import (
     ClusterState,
     NodeState,
+    cluster_dir,
     cluster_lock,
     is_up,
     list_states,
@@ -55,6 +56,7 @@ def _same_shape(state: ClusterState, spec: ClusterSpec) -> bool:
         and state.cpus_per_node == spec.cpus_per_node
         and (state.cpus_per_node is None or state.cfs_period_us == spec.cfs_period_us)
         and state.idle_nap_us == spec.idle_nap_us
+        and (state.slurm is not None) == spec.slurm
     )
 
 
@@ -112,6 +114,7 @@ def _new_state(spec: ClusterSpec) -> ClusterState:
         cfs_period_us=spec.cfs_period_us if spec.cpus_per_node is not None else None,
         idle_nap_us=spec.idle_nap_us,
         cgroup=_hierarchy_for(spec).version if spec.cpus_per_node is not None else None,
+        slurm={} if spec.slurm else None,
     )
 
 
@@ -211,6 +214,15 @@ def _build(state: ClusterState) -> None:
     state.hostfiles = [
         str(path) for path in hostfiles.write_hostfiles(state.name, state.node_names, state.slots)
     ]
+    if state.slurm is not None:
+        # Always with the trees of the cpu controller: slurmd will not start without them.
+        mounts = cgroups.detect()
+        state.slurm = slurm.start(
+            state,
+            node_env,
+            cgroups.node_mount_script(mounts) if mounts is not None else "",
+            mounts.version if mounts is not None else None,
+        )
     state.status = "up"
     save_state(state)
 
@@ -222,9 +234,11 @@ def bring_up(spec: ClusterSpec) -> UpResult:
         if existing is not None and is_up(existing):
             if _same_shape(existing, spec):
                 return UpResult(existing, already_up=True)
+            with_slurm = " with Slurm" if existing.slurm is not None else " without Slurm"
             raise UsageError(
                 f"cluster {spec.name!r} is already up with {len(existing.nodes)} nodes at "
-                f"{existing.bandwidth}; run `archbench cluster down --name {spec.name}` first"
+                f"{existing.bandwidth}{with_slurm if spec.slurm != (existing.slurm is not None) else ''}; "
+                f"run `archbench cluster down --name {spec.name}` first"
             )
         if existing is not None:
             _tear_down(existing)  # left half-built by an interrupted `up`
@@ -260,6 +274,8 @@ def _tear_down(state: ClusterState) -> None:
         except (RunFailed, OSError) as exc:
             failures.append(str(exc))
 
+    # Always tried: a killed `up` may have started them before it saved their pids.
+    attempt(lambda: slurm.stop(state.directory))
     for node in state.nodes:
         attempt(lambda node=node: network.stop_namespace_processes(node.name))
         attempt(lambda node=node: network.delete_namespace(node.name))
@@ -288,6 +304,8 @@ def tear_down(name: str) -> ClusterState | None:
         state = load_state(name)
         if state is None:
             _remove_leftover_blocks(name)
+            with contextlib.suppress(RunFailed, OSError):
+                slurm.stop(cluster_dir(name))
             with contextlib.suppress(RunFailed, OSError):
                 cgroups.remove_cluster_groups(cgroups.detect(), name)
             return None

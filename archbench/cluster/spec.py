@@ -40,6 +40,7 @@ class ClusterSpec:
     cfs_period_us: int = DEFAULT_PERIOD_US
     # Microseconds an idle wait of the nodes' processes sleeps instead of spinning (0: spin).
     idle_nap_us: int = DEFAULT_NAP_US
+    slurm: bool = False  # munged, slurmctld and a slurmd per node (`up --slurm`)
 
     @property
     def node_names(self) -> list[str]:
@@ -99,6 +100,7 @@ def make_spec(
     cpus_per_node: str | float | None = None,
     cfs_period_ms: float | None = None,
     idle_nap_us: int | None = None,
+    slurm: bool = False,
 ) -> ClusterSpec:
     """Validate the `cluster up` arguments; raise UsageError naming the first bad one.
     `cpus_per_node` None means the default fair share; "off" means no budget."""
@@ -135,4 +137,5 @@ def make_spec(
         cpus_per_node=cpus,
         cfs_period_us=period_us,
         idle_nap_us=nap_us,
+        slurm=slurm,
     )

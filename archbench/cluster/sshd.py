@@ -122,11 +122,27 @@ def start_sshd(
     sshd = find_tool("sshd")
     if sshd is None:
         raise RunFailed("sshd not found")
+    return start_in_node(
+        namespace, hostname, [sshd, "-D", "-f", str(config), "-E", str(log)], log,
+        cgroup_dirs, mount_script,
+    )  # fmt: skip
+
+
+def start_in_node(
+    namespace: str,
+    hostname: str,
+    argv: list[str],
+    log: Path,
+    cgroup_dirs: list[Path] | None = None,
+    mount_script: str = "",
+) -> int:
+    """Start a daemon in the foreground inside a node: its network namespace, a UTS namespace
+    named `hostname`, a mount namespace where `mount_script` ran, and its CPU-budget groups
+    (joined before exec). Returns the daemon's own pid; its stderr goes to `log`."""
     command = [
         "ip", "netns", "exec", namespace, "unshare", "--uts", "--",
         "sh", "-c", (mount_script + " && " if mount_script else "")
-        + 'hostname "$1" && exec "$2" -D -f "$3" -E "$4"', "sh",
-        hostname, sshd, str(config), str(log),
+        + 'hostname "$1" && shift && exec "$@"', "sh", hostname, *argv,
     ]  # fmt: skip
     with open(log, "ab") as log_handle:
         process = subprocess.Popen(

@@ -63,6 +63,9 @@ class ClusterState:
     host_netns: int | None = None  # inode of the host's network namespace (link counters)
     idle_nap_us: int = 0  # how long an idle wait on a node sleeps (0: it spins)
     nap_library: str | None = None  # the preloaded library that makes it sleep
+    # Slurm on the nodes (`up --slurm`): None without; its configuration, controller, partition
+    # and daemon pids once started (an empty dict while `up` runs)
+    slurm: dict | None = None
 
     @property
     def node_names(self) -> list[str]:

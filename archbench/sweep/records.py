@@ -5,6 +5,7 @@ with the run's sweep details and, for a failure, the tail of its log."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 from pathlib import Path
@@ -182,6 +183,11 @@ def build(
     cluster = record.setdefault("cluster", {})
     if isinstance(cluster, dict) and not cluster.get("hostfile"):
         cluster["hostfile"] = hostfile  # remote ranks cannot see the launcher's command line
+    if isinstance(cluster, dict) and cluster_kind == "slurm":
+        # The allocation the sweep ran in: also when the ranks were started over ssh, which
+        # does not pass Slurm's variables on.
+        cluster["slurm_job_id"] = cluster.get("slurm_job_id") or os.environ.get("SLURM_JOB_ID")
+        cluster["slurm_nodelist"] = os.environ.get("SLURM_JOB_NODELIST")
     config = record.setdefault("config", {})
     for key in ("workers", "placement", "bandwidth", "launcher"):
         if key in run.config:
