@@ -104,6 +104,17 @@ class StepPrediction:
     step_s: float
     samples_per_s: float  # all workers together
     terms: dict[str, float]
+    # the step split into its named terms (formulas.COMPUTE, formulas.LATENCY, ...): they add
+    # up to step_s
+    parts: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def dominant(self) -> tuple[str, float]:
+        """The largest term of the step and its share of it."""
+        if not self.parts or self.step_s <= 0:
+            return F.COMPUTE, 1.0
+        name = max(self.parts, key=lambda k: self.parts[k])
+        return name, self.parts[name] / self.step_s
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -183,6 +194,7 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         step_s=step,
         samples_per_s=samples,
         terms=terms,
+        parts={F.COMPUTE: compute, **cost.parts},
     )
 
 
