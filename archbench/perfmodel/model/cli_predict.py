@@ -242,7 +242,11 @@ def run(args: argparse.Namespace) -> int:
             if v > 0 or k == F.COMPUTE
         )
     )
-    print(f"  dominant term    {name} ({share:.0%} of the step)")
+    line = f"  dominant term    {name} ({share:.0%} of the step)"
+    if name == F.COMPUTE and len(prediction.parts) > 1:
+        other, other_share = prediction.dominant_overhead
+        line += f"; besides compute: {other} ({other_share:.0%})"
+    print(line)
     print(
         f"  (calibration: {calib.source}; parameters: {args.fit or 'defaults'}; compute: "
         f"{compute_source or 'calibrated or fitted'})"
