@@ -232,6 +232,11 @@ def run(args: argparse.Namespace) -> int:
             f"{terms['busiest_ps_bytes'] / 1e6:.3f} MB in {int(terms['busiest_ps_variables'])} "
             f"variables (mean {terms['mean_ps_bytes'] / 1e6:.3f} MB per server, "
             f"{args.ps_sharding}); {int(terms['busiest_ps_requests'])} tensor requests per step"
+            + (
+                f" at {terms['per_request_s'] * 1e3:.3f} ms each"
+                if terms["per_request_s"] > 0
+                else " (not priced: the per-request time is fitted on a PS study, --fit)"
+            )
         )
     name, share = prediction.dominant
     print(

@@ -88,6 +88,7 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
         "busiest_ps_requests": 2 * workers * counts[busiest],
         "mean_ps_bytes": sum(shards) / len(shards),
         "worker_requests": 2 * sum(counts),
+        "per_request_s": arch.alpha_s,
         "ps_bottleneck_s": ps.bottleneck_s,
     }
     if config.sync:
