@@ -155,3 +155,38 @@ def test_a_shape_the_model_cannot_take_is_one_line_and_status_2(tmp_path: Path, 
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "75x75" in lines[0] and "10, 10, 3" in lines[0], done.stderr
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_compute_from_another_machines_microbench_records(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    # a GPU's compute records: 10 ms at batch 32, 18 ms at batch 64 -> 2 ms + 0.25 ms/sample
+    records = [
+        {"kind": "microbench", "bench": "compute", "model": "mlp", "batch_size": b,
+         "compute_s_median": t, "sharing": 1}
+        for b, t in ((32, 0.010), (64, 0.018))
+    ]  # fmt: skip
+    other = tmp_path / "gpu.jsonl"
+    other.write_text("".join(json.dumps(r) + "\n" for r in records))
+    argv = ["predict", "--arch", "ring", "--workers", "2", "--model", "mlp",
+            "--batch-size", "48", "--bandwidth", "1gbit", "--json"]  # fmt: skip
+    assert main([*argv, "--compute-from", str(other)]) == 0
+    assert json.loads(capsys.readouterr().out)["prediction"]["compute_s"] == pytest.approx(0.014)
+    # a model the file did not time: one line saying so
+    assert main([*argv[:6], "cnn", *argv[7:], "--compute-from", str(other)]) == 2
+    assert "has no compute measurement of cnn" in capsys.readouterr().err
+
+
+def test_whatif_compute_per_model_and_its_bad_input(tmp_path: Path, monkeypatch, capsys):
+    from archbench.errors import UsageError
+    from archbench.perfmodel.fit.fitfile import parse_compute_ms
+
+    assert parse_compute_ms("460", ["a", "b"]) == {"a": 460.0, "b": 460.0}
+    assert parse_compute_ms("a=1,b=2.5", ["a", "b"]) == {"a": 1.0, "b": 2.5}
+    for bad in ("fast", "a=nan", "c=3", "-1"):
+        with pytest.raises(UsageError):
+            parse_compute_ms(bad, ["a", "b"])
+    monkeypatch.chdir(tmp_path)
+    status = main(["model", "whatif", "--models", "mlp", "--synthetic-shape", "32x32x3",
+                   "--compute-ms", "5", "--workers", "2", "--bandwidths", "1gbit"])  # fmt: skip
+    assert status == 2
+    assert "--dataset synthetic" in capsys.readouterr().err
