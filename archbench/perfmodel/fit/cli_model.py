@@ -39,7 +39,7 @@ from archbench.perfmodel.fit.fitting import (
 from archbench.perfmodel.fit.records import Observation, study_observations
 from archbench.perfmodel.measure.calibration import Calibration, load_calibration
 from archbench.perfmodel.model.units import positive_ints
-from archbench.settings import SETTINGS, add_flag
+from archbench.settings import SETTINGS, add_flag, combination_problem
 
 VALIDATION_NAME = "perfmodel_validation"
 WHATIF_NAME = "perfmodel_whatif"
@@ -318,6 +318,9 @@ def run_whatif(args: argparse.Namespace) -> int:
             "synthetic_shape": args.synthetic_shape,
             "synthetic_classes": args.synthetic_classes,
         }
+        problem = combination_problem(inputs)
+        if problem:
+            raise UsageError(problem)
     compute_source = override_compute(
         params, models, parse_compute_ms(args.compute_ms, models), args.compute_from
     )

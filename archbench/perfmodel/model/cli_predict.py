@@ -20,7 +20,15 @@ from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, variable_bytes
 from archbench.perfmodel.model.predictor import StepConfig, default_placement, predict_step
 from archbench.perfmodel.model.units import emulated_burst_bytes
-from archbench.settings import ALL, SERVER_PLACEMENTS, SETTINGS, LevelError, Setting, add_flag
+from archbench.settings import (
+    ALL,
+    SERVER_PLACEMENTS,
+    SETTINGS,
+    LevelError,
+    Setting,
+    add_flag,
+    combination_problem,
+)
 
 # setting -> what predict asks differently from training (argparse keywords)
 PREDICT_SETTINGS: dict[str, dict] = {
@@ -64,7 +72,11 @@ PREDICT_INPUTS: dict[str, Setting] = {
 
 
 def check_ranges(args: argparse.Namespace) -> None:
-    """Every numeric flag within its range (NaN and inf refused); UsageError naming the first."""
+    """Every numeric flag within its range (NaN and inf refused), and the input settings
+    together as `train` takes them; UsageError naming the first problem."""
+    problem = combination_problem(input_config(args))
+    if problem:
+        raise UsageError(problem)
     rows = [SETTINGS[name] for name in PREDICT_SETTINGS] + list(PREDICT_INPUTS.values())
     for row in rows:
         value = getattr(args, row.name, None)
