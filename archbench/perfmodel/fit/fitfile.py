@@ -62,6 +62,11 @@ def override_compute(
     per model (--compute-ms, at the batch asked for), or the compute lines of another machine's
     microbench records (--compute-from). Returns what was used, for the output."""
     if compute_from is not None:
+        if not Path(compute_from).is_file():
+            raise UsageError(
+                f"--compute-from {compute_from} does not exist (another machine's "
+                "runs/microbench/results.jsonl)"
+            )
         other = load_calibration(compute_from)
         missing = [m for m in models if m not in other.compute and m not in compute_ms]
         if missing:
