@@ -222,6 +222,30 @@ PREDICT_CASES = [
     Case("predict no model", [*CLI, "predict", "--arch", "ring", "--batch-size", "32"]),
     Case("predict calibration missing", [*PREDICT, "--calibration", "{ws}/nosuch.jsonl"]),
     Case("predict fit missing", [*PREDICT, "--fit", "{ws}/nosuch.json"]),
+    Case(
+        "predict shape too small for the model",
+        [
+            *PREDICT,
+            "--model",
+            "inceptionv3",
+            "--dataset",
+            "synthetic",
+            "--synthetic-shape",
+            "10x10x3",
+        ],
+    ),
+    Case("predict shape garbage", [*PREDICT, "--dataset", "synthetic", "--synthetic-shape", "axb"]),
+    Case(
+        "predict shape too large",
+        [*PREDICT, "--dataset", "synthetic", "--synthetic-shape", "100000x100000x3"],
+    ),
+    Case("predict compute from missing", [*PREDICT[:-2], "--compute-from", "{ws}/nosuch.jsonl"]),
+    Case("predict compute ms and from", [*PREDICT, "--compute-from", "{ws}/nosuch.jsonl"]),
+    Case("predict no compute known", PREDICT[:-2]),
+    Case(
+        "model whatif compute ms garbage",
+        [*CLI, "model", "whatif", "--models", "mlp", "--compute-ms", "fast"],
+    ),
 ]
 
 CLUSTER_CASES = [

@@ -17,9 +17,13 @@ from typing import Any
 from archbench.errors import UsageError
 from archbench.perfmodel.fit import figures
 from archbench.perfmodel.fit.fitfile import (
+    DEFAULT_CALIBRATION,
     FIT_NAME,
     FIT_SCHEMA,
+    default_calibration,
     model_inputs,
+    override_compute,
+    parse_compute_ms,
     read_fit,
     write_json_atomic,
 )
@@ -35,6 +39,7 @@ from archbench.perfmodel.fit.fitting import (
 from archbench.perfmodel.fit.records import Observation, study_observations
 from archbench.perfmodel.measure.calibration import Calibration, load_calibration
 from archbench.perfmodel.model.units import positive_ints
+from archbench.settings import SETTINGS, add_flag, combination_problem
 
 VALIDATION_NAME = "perfmodel_validation"
 WHATIF_NAME = "perfmodel_whatif"
@@ -99,10 +104,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="per-worker batch (default: the study's most common, else 64)",
     )
-    whatif.add_argument("--workers", default="2,4,8,16,32,64,128")
+    whatif.add_argument("--workers", default="2,4,8,16,32,64,128,256,512")
     whatif.add_argument("--bandwidths", default="1gbit,10gbit,100gbit")
+    # the model's input as `archbench train` reads it (default: the study's runs')
+    for name in ("dataset", "synthetic_shape", "synthetic_classes"):
+        add_flag(whatif, SETTINGS[name], default=None)
+    compute = whatif.add_mutually_exclusive_group()
+    compute.add_argument(
+        "--compute-ms",
+        default=None,
+        metavar="MS|MODEL=MS,...",
+        help="per-step compute of one worker alone at the batch drawn, measured elsewhere "
+        "(e.g. on a GPU): one number for every model, or one per model",
+    )
+    compute.add_argument(
+        "--compute-from",
+        default=None,
+        metavar="FILE",
+        help="the models' compute lines from another machine's microbench results.jsonl",
+    )
     whatif.add_argument("--fit", default=None)
-    whatif.add_argument("--calibration", default=None)
+    whatif.add_argument(
+        "--calibration",
+        default=None,
+        help=f"microbench results.jsonl (default {DEFAULT_CALIBRATION} when it exists)",
+    )
     whatif.add_argument(
         "--out", default=None, help=f"figure stem (default <study>/report/{WHATIF_NAME})"
     )
@@ -261,35 +287,63 @@ def validation_table(rows: list[Scored], summary: dict[str, dict[str, Any]]) -> 
 
 
 def run_whatif(args: argparse.Namespace) -> int:
-    from archbench.perfmodel.model.units import parse_bandwidth
-    from archbench.perfmodel.optimize.whatif import whatif_curves
+    from archbench.bandwidth import parse_bandwidth
+    from archbench.perfmodel.optimize.whatif import describe_walls, whatif_curves
 
     workers = positive_ints(args.workers, "--workers")
     bandwidths = [b.strip() for b in args.bandwidths.split(",") if b.strip()]
     for bandwidth in bandwidths:
         parse_bandwidth(bandwidth)
+    if args.dataset is None and (args.synthetic_shape or args.synthetic_classes):
+        raise UsageError("--synthetic-shape and --synthetic-classes go with --dataset synthetic")
     study = Path(args.study) if args.study else None
     observations = study_observations(study) if study else []
     fit_path = args.fit
     if fit_path is None and study and (study / "report" / FIT_NAME).is_file():
         fit_path = study / "report" / FIT_NAME
-    params, calib = model_inputs(fit_path, args.calibration)
+    params, calib = model_inputs(fit_path, default_calibration(args.calibration))
     models = (
         args.models.split(",") if args.models else sorted({o.config.model for o in observations})
     )
     if not models:
         raise UsageError("name --models or a study whose runs say which models to draw")
-    curves, batches = whatif_curves(
-        models, workers, bandwidths, params, calib, observations, args.batch_size
+    inputs = None
+    if args.dataset is not None:
+        from archbench.models import check_model_name
+
+        for model in models:
+            check_model_name(model, args.dataset)
+        inputs = {
+            "dataset": args.dataset,
+            "synthetic_shape": args.synthetic_shape,
+            "synthetic_classes": args.synthetic_classes,
+        }
+        problem = combination_problem(inputs)
+        if problem:
+            raise UsageError(problem)
+    compute_source = override_compute(
+        params, models, parse_compute_ms(args.compute_ms, models), args.compute_from
+    )
+    curves, batches, singles = whatif_curves(
+        models, workers, bandwidths, params, calib, observations, args.batch_size, inputs
     )
     stem = Path(args.out) if args.out else (study or Path("runs")) / "report" / WHATIF_NAME
     title = "predicted scaling, one worker per host; batch " + ", ".join(
         f"{m} {b}/worker" for m, b in batches.items()
     )
-    paths = figures.whatif_grid(curves, models, bandwidths, title, stem)
+    rates = {key: {label: c.rates() for label, c in lines.items()} for key, lines in curves.items()}
+    paths = figures.whatif_grid(rates, models, bandwidths, title, stem)
+    print(
+        f"calibration: {calib.source}; parameters: {fit_path or 'defaults'}; compute: "
+        f"{compute_source or 'calibrated or fitted'}"
+    )
+    print("scaling efficiency = samples/s of W workers / (W x one worker alone)")
     for (model, bandwidth), lines in curves.items():
-        print(f"{model} @ {bandwidth}: " + "; ".join(
-            f"{label} {points[-1][1]:.0f} samples/s at W={points[-1][0]}" for label, points in lines.items()
-        ))  # fmt: skip
+        print(
+            f"{model} @ {bandwidth} (batch {batches[model]}/worker; one worker alone "
+            f"{singles[model]:.1f} samples/s):"
+        )
+        for label, curve in lines.items():
+            print("  " + describe_walls(label, curve, singles[model]))
     print(f"figure: {', '.join(map(str, paths))}", file=sys.stdout)
     return 0

@@ -3,17 +3,88 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.perfmodel.measure.calibration import Calibration, load_calibration
+from archbench.perfmodel.measure.calibration import Calibration, ComputeLine, load_calibration
 from archbench.perfmodel.model.predictor import ModelParams
 
 FIT_SCHEMA = "archbench.perfmodel.fit/1"
 FIT_NAME = "perfmodel_fit.json"
+# where `archbench microbench` writes by default: predict, whatif and optimize read it when no
+# --calibration is given and it exists
+DEFAULT_CALIBRATION = Path("runs/microbench/results.jsonl")
+
+
+def default_calibration(path: str | Path | None) -> str | None:
+    """The calibration named, else this folder's microbench results when they exist."""
+    if path is not None:
+        return str(path)
+    return str(DEFAULT_CALIBRATION) if DEFAULT_CALIBRATION.is_file() else None
+
+
+def parse_compute_ms(text: str | None, models: list[str]) -> dict[str, float]:
+    """--compute-ms: one number for every model, or MODEL=MS,... per model (milliseconds per
+    step of one worker alone at the batch size asked for)."""
+    if text is None:
+        return {}
+    out: dict[str, float] = {}
+    for item in (part.strip() for part in str(text).split(",") if part.strip()):
+        name, sep, value = item.rpartition("=")
+        try:
+            ms = float(value)
+        except ValueError:
+            raise UsageError(
+                f"--compute-ms must be milliseconds or MODEL=MS,..., got {text!r}"
+            ) from None
+        if not math.isfinite(ms) or ms < 0:
+            raise UsageError(f"--compute-ms must be a finite number >= 0, got {value!r}")
+        if sep:
+            if name not in models:
+                raise UsageError(f"--compute-ms names {name!r}, which is not among {models}")
+            out[name] = ms
+        else:
+            out.update({model: ms for model in models})
+    return out
+
+
+def override_compute(
+    params: ModelParams,
+    models: list[str],
+    compute_ms: dict[str, float],
+    compute_from: str | Path | None,
+) -> str | None:
+    """Per-step compute measured elsewhere replaces the calibrated or fitted one: a fixed time
+    per model (--compute-ms, at the batch asked for), or the compute lines of another machine's
+    microbench records (--compute-from). Returns what was used, for the output."""
+    if compute_from is not None:
+        if not Path(compute_from).is_file():
+            raise UsageError(
+                f"--compute-from {compute_from} does not exist (another machine's "
+                "runs/microbench/results.jsonl)"
+            )
+        other = load_calibration(compute_from)
+        missing = [m for m in models if m not in other.compute and m not in compute_ms]
+        if missing:
+            have = ", ".join(sorted(other.compute)) or "none"
+            raise UsageError(
+                f"{compute_from} has no compute measurement of {', '.join(missing)} "
+                f"(it has: {have}); give --compute-ms instead"
+            )
+        for model in models:
+            if model in other.compute:
+                params.compute[model] = other.compute[model]
+    for model, ms in compute_ms.items():
+        params.compute[model] = ComputeLine(fixed_s=ms / 1e3, per_sample_s=0.0)
+    if compute_ms:
+        return "given: " + ", ".join(f"{m} {ms:g} ms/step" for m, ms in compute_ms.items())
+    if compute_from is not None:
+        return f"from {compute_from}"
+    return None
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -10,12 +10,25 @@ import sys
 from archbench.bandwidth import format_bits as format_bandwidth
 from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
-from archbench.perfmodel.fit.fitfile import model_inputs
-from archbench.perfmodel.measure.calibration import ComputeLine
+from archbench.perfmodel.fit.fitfile import (
+    DEFAULT_CALIBRATION,
+    default_calibration,
+    model_inputs,
+    override_compute,
+)
+from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, variable_bytes
 from archbench.perfmodel.model.predictor import StepConfig, default_placement, predict_step
 from archbench.perfmodel.model.units import emulated_burst_bytes
-from archbench.settings import ALL, SERVER_PLACEMENTS, SETTINGS, LevelError, Setting, add_flag
+from archbench.settings import (
+    ALL,
+    SERVER_PLACEMENTS,
+    SETTINGS,
+    LevelError,
+    Setting,
+    add_flag,
+    combination_problem,
+)
 
 # setting -> what predict asks differently from training (argparse keywords)
 PREDICT_SETTINGS: dict[str, dict] = {
@@ -24,6 +37,8 @@ PREDICT_SETTINGS: dict[str, dict] = {
     "num_ps": {"help": "PS tasks (ps only, default 1)"},
     "model": {"required": True, "default": None},
     "dataset": {"help": "decides the model's input shape"},
+    "synthetic_shape": {},
+    "synthetic_classes": {},
     "batch_size": {"required": True, "default": None, "help": "per worker"},
     "bandwidth": {
         "help": "link between hosts, e.g. 200mbit, 1gbit, 10gbit/s (default: the calibrated path)"
@@ -57,7 +72,11 @@ PREDICT_INPUTS: dict[str, Setting] = {
 
 
 def check_ranges(args: argparse.Namespace) -> None:
-    """Every numeric flag within its range (NaN and inf refused); UsageError naming the first."""
+    """Every numeric flag within its range (NaN and inf refused), and the input settings
+    together as `train` takes them; UsageError naming the first problem."""
+    problem = combination_problem(input_config(args))
+    if problem:
+        raise UsageError(problem)
     rows = [SETTINGS[name] for name in PREDICT_SETTINGS] + list(PREDICT_INPUTS.values())
     for row in rows:
         value = getattr(args, row.name, None)
@@ -103,16 +122,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="gradient bytes per step (default: counted from the model)",
     )
-    add(
+    compute = parser.add_mutually_exclusive_group()
+    compute.add_argument(
         "--compute-ms",
         type=float,
         default=None,
-        help="per-step compute time of one worker alone (default: calibrated or fitted)",
+        help="per-step compute time of one worker alone at this batch, e.g. measured on a GPU "
+        "elsewhere (default: calibrated or fitted)",
     )
-    add("--calibration", default=None, help="microbench results.jsonl (alpha, beta, compute)")
+    compute.add_argument(
+        "--compute-from",
+        default=None,
+        metavar="FILE",
+        help="the model's compute line from another machine's microbench results.jsonl",
+    )
+    add(
+        "--calibration",
+        default=None,
+        help=f"microbench results.jsonl (alpha, beta, compute; default {DEFAULT_CALIBRATION} "
+        "when it exists)",
+    )
     add("--fit", default=None, help="perfmodel_fit.json from `archbench model fit`")
     add("--json", action="store_true", help="print one JSON object instead of a table")
     parser.set_defaults(func=run)
+
+
+def input_config(args: argparse.Namespace) -> dict:
+    """The settings that decide the model's input, as `archbench train` reads them."""
+    return {
+        "dataset": args.dataset,
+        "synthetic_shape": args.synthetic_shape,
+        "synthetic_classes": args.synthetic_classes,
+    }
 
 
 def build_config(args: argparse.Namespace) -> StepConfig:
@@ -127,7 +168,7 @@ def build_config(args: argparse.Namespace) -> StepConfig:
         from archbench.models import check_model_name
 
         check_model_name(args.model, args.dataset)
-        shape, classes = input_spec({"dataset": args.dataset})
+        shape, classes = input_spec(input_config(args))
         sizes = variable_bytes(args.model, shape, classes)
         param_bytes = float(sum(sizes))
         if placement.ps_hosts:
@@ -153,9 +194,9 @@ def build_config(args: argparse.Namespace) -> StepConfig:
 
 def run(args: argparse.Namespace) -> int:
     check_ranges(args)
-    params, calib = model_inputs(args.fit, args.calibration)
-    if args.compute_ms is not None:
-        params.compute[args.model] = ComputeLine(fixed_s=args.compute_ms / 1e3, per_sample_s=0.0)
+    params, calib = model_inputs(args.fit, default_calibration(args.calibration))
+    compute_ms = {} if args.compute_ms is None else {args.model: args.compute_ms}
+    compute_source = override_compute(params, [args.model], compute_ms, args.compute_from)
     config = build_config(args)
     prediction = predict_step(config, params, calib)
     if args.json:
@@ -174,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
             },
             "prediction": prediction.to_json(),
             "calibration": calib.source,
+            "compute": compute_source or "calibrated or fitted",
         }
         json.dump(out, sys.stdout, indent=2)
         print()
@@ -195,5 +237,35 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"  step             {prediction.step_s * 1e3:10.3f} ms")
     print(f"  throughput       {prediction.samples_per_s:10.1f} samples/s")
-    print(f"  (calibration: {calib.source}; parameters: {args.fit or 'defaults'})")
+    terms = prediction.terms
+    if "busiest_ps_bytes" in terms:
+        print(
+            f"  busiest server   ps{int(terms['busiest_ps'])}: "
+            f"{terms['busiest_ps_bytes'] / 1e6:.3f} MB in {int(terms['busiest_ps_variables'])} "
+            f"variables (mean {terms['mean_ps_bytes'] / 1e6:.3f} MB per server, "
+            f"{args.ps_sharding}); {int(terms['busiest_ps_requests'])} tensor requests per step"
+            + (
+                f" at {terms['per_request_s'] * 1e3:.3f} ms each"
+                if terms["per_request_s"] > 0
+                else " (not priced: the per-request time is fitted on a PS study, --fit)"
+            )
+        )
+    name, share = prediction.dominant
+    print(
+        "  step terms       "
+        + ", ".join(
+            f"{k} {v * 1e3:.3f} ms"
+            for k, v in sorted(prediction.parts.items(), key=lambda kv: -kv[1])
+            if v > 0 or k == F.COMPUTE
+        )
+    )
+    line = f"  dominant term    {name} ({share:.0%} of the step)"
+    if name == F.COMPUTE and len(prediction.parts) > 1:
+        other, other_share = prediction.dominant_overhead
+        line += f"; besides compute: {other} ({other_share:.0%})"
+    print(line)
+    print(
+        f"  (calibration: {calib.source}; parameters: {args.fit or 'defaults'}; compute: "
+        f"{compute_source or 'calibrated or fitted'})"
+    )
     return 0

@@ -17,6 +17,9 @@ class StepCost:
     exposed_s: float  # the part of it on the critical path
     step_s: float
     terms: dict[str, float] = field(default_factory=dict)
+    # the exposed communication split into its named terms (formulas.LATENCY, ...): they add
+    # up to exposed_s (each term hidden behind compute in proportion, when some is)
+    parts: dict[str, float] = field(default_factory=dict)
 
 
 def single_cost(
@@ -24,12 +27,15 @@ def single_cost(
 ) -> StepCost:
     """Nothing travels; what remains is applying the update (gamma per byte)."""
     comm = float(config.param_bytes) * arch.gamma_s_per_byte
-    return StepCost(comm, comm, compute + comm)
+    return StepCost(comm, comm, compute + comm, parts={F.HOST: comm})
 
 
-def _overlapped(comm: float, compute: float, arch: ArchParams, terms=None) -> StepCost:
+def _overlapped(parts: dict[str, float], compute: float, arch: ArchParams, terms=None) -> StepCost:
+    comm = sum(parts.values())
     exposed = F.exposed_comm_s(comm, compute, arch.overlap)
-    return StepCost(comm, exposed, compute + exposed, terms or {})
+    share = exposed / comm if comm > 0 else 0.0
+    exposed_parts = {name: value * share for name, value in parts.items()}
+    return StepCost(comm, exposed, compute + exposed, terms or {}, exposed_parts)
 
 
 def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: float) -> StepCost:
@@ -48,9 +54,9 @@ def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute:
     wire = message / 2 if config.compression == "fp16" else message
     threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
     buffers = F.fusion_buffers(wire, threshold)
-    comm = F.ring_allreduce_placed_s(wire, workers, network, arch.gamma_s_per_byte, buffers)
+    parts = F.ring_allreduce_placed_parts(wire, workers, network, arch.gamma_s_per_byte, buffers)
     return _overlapped(
-        comm, compute, arch, {"ring_link_factor": stretch, "fusion_buffers": buffers}
+        parts, compute, arch, {"ring_link_factor": stretch, "fusion_buffers": buffers}
     )
 
 
@@ -60,8 +66,8 @@ def p2p_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: 
         return single_cost(config, arch, calib, compute)
     network = network_for(config, arch, calib)
     message = float(config.param_bytes)
-    comm = F.p2p_exchange_placed_s(message, workers, network, 1.0, arch.gamma_s_per_byte)
-    return _overlapped(comm, compute, arch)
+    parts = F.p2p_exchange_placed_parts(message, workers, network, 1.0, arch.gamma_s_per_byte)
+    return _overlapped(parts, compute, arch)
 
 
 def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: float) -> StepCost:
@@ -71,13 +77,30 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
     ps = F.ps_placed(
         shards, config.placement, network, arch.gamma_s_per_byte, arch.alpha_s, counts,
     )  # fmt: skip
-    terms = {"busiest_ps_bytes": max(shards), "ps_bottleneck_s": ps.bottleneck_s}
+    busiest = max(range(len(shards)), key=lambda k: (shards[k], k))
+    workers = config.num_workers
+    terms = {
+        "busiest_ps": busiest,
+        "busiest_ps_bytes": shards[busiest],
+        "busiest_ps_variables": counts[busiest],
+        # tensor requests the busiest server answers per step: a push and a pull of each of
+        # its variables (or shards of one) from every worker
+        "busiest_ps_requests": 2 * workers * counts[busiest],
+        "mean_ps_bytes": sum(shards) / len(shards),
+        "worker_requests": 2 * sum(counts),
+        "per_request_s": arch.alpha_s,
+        "ps_bottleneck_s": ps.bottleneck_s,
+    }
     if config.sync:
-        return _overlapped(ps.sync_comm_s, compute, arch, terms)
+        return _overlapped(ps.parts, compute, arch, terms)
     comm = ps.own_comm_s
     own_exposed = F.exposed_comm_s(comm, compute, arch.overlap)
     step = F.async_step_s(compute, own_exposed, ps.bottleneck_s)
-    return StepCost(comm, step - compute, step, terms)
+    if ps.bottleneck_s > compute + own_exposed:  # the shared server link sets the pace
+        parts = {F.SERVER_LINK: step - compute}
+    else:
+        parts = {F.LINK: own_exposed}
+    return StepCost(comm, step - compute, step, terms, parts)
 
 
 def fit_key(config: StepConfig) -> str:

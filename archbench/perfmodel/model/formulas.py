@@ -34,10 +34,22 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 WORKER = "worker"
 PS = "ps"
+
+# Names of the terms a step is made of (what `archbench predict` and the what-if report say
+# dominates): compute, the per-message latency terms, the link's bandwidth term (for a PS: the
+# link of a server holding an even share), the extra time of the busiest shard over an even
+# share, the servers' per-request cost, and per-byte host work (reduction, applying updates).
+COMPUTE = "compute"
+LATENCY = "latency terms"
+LINK = "link bandwidth"
+SERVER_LINK = "server link"
+IMBALANCE = "busiest shard"
+REQUESTS = "per-request cost"
+HOST = "host per-byte work"
 
 
 @dataclass(frozen=True)
@@ -246,16 +258,33 @@ def ring_allreduce_placed_s(
     """Ring allreduce over workers in rank order: 2(W-1) lock-step transfers of M/W bytes on
     every ring edge, each lasting as long as the most loaded link (a host with several
     ring edges leaving it shares its link between them)."""
+    parts = ring_allreduce_placed_parts(
+        message_bytes, worker_hosts, network, gamma_s_per_byte, buffers
+    )
+    return sum(parts.values())
+
+
+def ring_allreduce_placed_parts(
+    message_bytes: float,
+    worker_hosts: Sequence[str],
+    network: Network,
+    gamma_s_per_byte: float = 0.0,
+    buffers: int = 1,
+) -> dict[str, float]:
+    """The ring's time split into its terms: LATENCY (2(W-1) alpha per fused buffer), LINK
+    (the transfers over the busiest link) and HOST (the reduction, gamma per byte)."""
     w = len(worker_hosts)
     if w <= 1:
-        return 0.0
+        return {LATENCY: 0.0, LINK: 0.0, HOST: 0.0}
     chunk = message_bytes / w
     ring_edges = [(worker_hosts[i], worker_hosts[(i + 1) % w], chunk) for i in range(w)]
     transfers_s = phase_s(ring_edges, network, repeats=2 * (w - 1))
     alpha = network.inter.alpha_s if _crosses_hosts(worker_hosts) else network.intra.alpha_s
-    return (
-        2 * (w - 1) * alpha * buffers + transfers_s + (w - 1) / w * message_bytes * gamma_s_per_byte
-    )
+    return {
+        LATENCY: 2 * (w - 1) * alpha * buffers,
+        LINK: transfers_s,
+        HOST: (w - 1) / w * message_bytes * gamma_s_per_byte,
+    }
 
 
 def p2p_exchange_placed_s(
@@ -267,20 +296,34 @@ def p2p_exchange_placed_s(
 ) -> float:
     """Sharded exchange with placement: phase 1 every worker sends M/W to each owner, phase 2
     every owner sends its M/W shard to each peer; each phase is bounded by the busiest link."""
+    parts = p2p_exchange_placed_parts(
+        message_bytes, worker_hosts, network, contention, gamma_s_per_byte
+    )
+    return sum(parts.values())
+
+
+def p2p_exchange_placed_parts(
+    message_bytes: float,
+    worker_hosts: Sequence[str],
+    network: Network,
+    contention: float = 1.0,
+    gamma_s_per_byte: float = 0.0,
+) -> dict[str, float]:
+    """The sharded exchange's time split into LATENCY, LINK and HOST (as the ring's)."""
     w = len(worker_hosts)
     if w <= 1:
-        return 0.0
+        return {LATENCY: 0.0, LINK: 0.0, HOST: 0.0}
     shard = message_bytes / w
     flows = [
         (worker_hosts[i], worker_hosts[j], shard) for i in range(w) for j in range(w) if i != j
     ]
     both_phases = phase_s(flows, network, repeats=2)
     alpha = network.inter.alpha_s if _crosses_hosts(worker_hosts) else network.intra.alpha_s
-    return (
-        2 * (w - 1) * alpha
-        + contention * both_phases
-        + (w - 1) / w * message_bytes * gamma_s_per_byte
-    )
+    return {
+        LATENCY: 2 * (w - 1) * alpha,
+        LINK: contention * both_phases,
+        HOST: (w - 1) / w * message_bytes * gamma_s_per_byte,
+    }
 
 
 @dataclass(frozen=True)
@@ -290,6 +333,10 @@ class PsComm:
     sync_comm_s: float  # every worker pushes then pulls, all at once (the synchronous step)
     own_comm_s: float  # one worker alone: its push and pull, nobody else on the links
     bottleneck_s: float  # busiest link (or server) carrying one step of every worker
+    # sync_comm_s split into its terms (they add up to it): LATENCY, SERVER_LINK (the links'
+    # time had every server held an even share), IMBALANCE (what the plan's busiest server
+    # adds to that), HOST (applying gradients) and REQUESTS
+    parts: dict[str, float] = field(default_factory=dict)
 
 
 def ps_placed(
@@ -331,6 +378,19 @@ def ps_placed(
     serve_s = 2 * max(workers * max(counts), sum(counts)) * per_request_s
     links_s = phase_s(push, network) + phase_s(pull, network)
     sync_comm = 2 * remote_alpha + links_s + apply_s + serve_s
+    even = [sum(message_bytes_per_ps) / len(ps_hosts)] * len(ps_hosts)
+    even_push = [(w, p, s) for w in worker_hosts for p, s in zip(ps_hosts, even, strict=True)]
+    even_links_s = phase_s(even_push, network) + phase_s(
+        [(p, w, s) for (w, p, s) in even_push], network
+    )
+    even_links_s = min(even_links_s, links_s)
+    parts = {
+        LATENCY: 2 * remote_alpha,
+        SERVER_LINK: even_links_s,
+        IMBALANCE: links_s - even_links_s,
+        HOST: apply_s,
+        REQUESTS: serve_s,
+    }
     # One worker alone: the slowest worker's own traffic with nobody else on the links.
     own = 0.0
     for w in sorted(set(worker_hosts)):
@@ -345,4 +405,4 @@ def ps_placed(
     # The server answers different workers' requests on concurrent threads, so only applying
     # the gradients (gamma) occupies it; per-request overhead stays on each worker's own cycle.
     bottleneck = max(phase_s(push + pull, network), apply_s)
-    return PsComm(sync_comm_s=sync_comm, own_comm_s=own, bottleneck_s=bottleneck)
+    return PsComm(sync_comm_s=sync_comm, own_comm_s=own, bottleneck_s=bottleneck, parts=parts)

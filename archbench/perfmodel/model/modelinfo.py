@@ -17,15 +17,20 @@ TEXT_VOCAB = 256
 
 
 def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
-    """(input shape, classes) of a run's configuration."""
+    """(input shape, classes) of a run's configuration: what `archbench train` builds the model
+    for (synthetic data: --synthetic-shape and --synthetic-classes, the registry's defaults
+    when not given)."""
+    from archbench.settings import SETTINGS
+
     dataset = str(config.get("dataset") or "fashion_mnist")
     if dataset in DATASET_SHAPES:
         return DATASET_SHAPES[dataset]
     if dataset == "synthetic":
-        shape = config.get("synthetic_shape") or (32, 32, 3)
+        shape = config.get("synthetic_shape") or SETTINGS["synthetic_shape"].default
         if isinstance(shape, str):
-            shape = tuple(int(d) for d in shape.split("x"))
-        return tuple(int(d) for d in shape), int(config.get("synthetic_classes") or 10)
+            shape = tuple(int(d) for d in shape.lower().split("x"))
+        classes = config.get("synthetic_classes") or SETTINGS["synthetic_classes"].default
+        return tuple(int(d) for d in shape), int(classes)
     if dataset == "text":
         return (int(config.get("seq_len") or 64),), TEXT_VOCAB
     return DATASET_SHAPES["fashion_mnist"]

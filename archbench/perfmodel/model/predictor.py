@@ -104,6 +104,27 @@ class StepPrediction:
     step_s: float
     samples_per_s: float  # all workers together
     terms: dict[str, float]
+    # the step split into its named terms (formulas.COMPUTE, formulas.LATENCY, ...): they add
+    # up to step_s
+    parts: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def dominant(self) -> tuple[str, float]:
+        """The largest term of the step and its share of it."""
+        if not self.parts or self.step_s <= 0:
+            return F.COMPUTE, 1.0
+        name = max(self.parts, key=lambda k: self.parts[k])
+        return name, self.parts[name] / self.step_s
+
+    @property
+    def dominant_overhead(self) -> tuple[str, float]:
+        """The largest term besides compute (what the step spends beyond one worker's own
+        work) and its share of the step; compute when nothing else costs time."""
+        others = {k: v for k, v in self.parts.items() if k != F.COMPUTE and v > 0}
+        if not others or self.step_s <= 0:
+            return self.dominant
+        name = max(others, key=lambda k: others[k])
+        return name, others[name] / self.step_s
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,9 +140,15 @@ def cpu_slowdown(config: StepConfig, params: ModelParams, calib: Calibration) ->
 def compute_seconds(config: StepConfig, params: ModelParams, calib: Calibration) -> float:
     line = params.compute.get(config.model) or calib.compute.get(config.model)
     if line is None:
+        where = (
+            "no calibration file here, runs/microbench/results.jsonl"
+            if calib.source == "defaults"
+            else f"{calib.source} did not measure it"
+        )
         raise UsageError(
-            f"no compute time known for model {config.model!r}: run `archbench microbench` "
-            "with it or fit on a study that trained it"
+            f"no compute time known for model {config.model!r} ({where}); give --compute-ms "
+            f"(one worker's step, measured elsewhere), or run `archbench microbench --models "
+            f"{config.model}` and pass --calibration, or fit on a study that trained it"
         )
     return line.seconds(config.batch_size) * cpu_slowdown(config, params, calib)
 
@@ -183,6 +210,7 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         step_s=step,
         samples_per_s=samples,
         terms=terms,
+        parts={F.COMPUTE: compute, **cost.parts},
     )
 
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.perfmodel.fit.fitfile import model_inputs, write_json_atomic
+from archbench.perfmodel.fit.fitfile import (
+    DEFAULT_CALIBRATION,
+    default_calibration,
+    model_inputs,
+    write_json_atomic,
+)
 from archbench.perfmodel.fit.records import study_records
 from archbench.perfmodel.model.modelinfo import train_size
 from archbench.perfmodel.optimize.optimizer import (
@@ -25,7 +29,6 @@ from archbench.perfmodel.optimize.optimizer import (
 )
 
 REPORT_NAME = "optimize"
-DEFAULT_CALIBRATION = Path("runs/microbench/results.jsonl")
 # samples per "epoch" of a data set whose size only loading it would tell (text corpora); every
 # configuration of a study shares it, so the ranking does not depend on it
 DEFAULT_EPOCH_SAMPLES = 60000
@@ -117,10 +120,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     target = resolve_target(spec, args.cluster)
     plan = build_plan(spec, target)
-    calibration = args.calibration
-    if calibration is None and DEFAULT_CALIBRATION.is_file():
-        calibration = str(DEFAULT_CALIBRATION)
-    params, calib = model_inputs(args.fit, calibration)
+    params, calib = model_inputs(args.fit, default_calibration(args.calibration))
     candidates = _candidates(plan)
     total = len(candidates)
     if args.budget is not None:

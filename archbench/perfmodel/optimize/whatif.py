@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from archbench.archs import ARCHS
 from archbench.bandwidth import parse_bandwidth
@@ -15,11 +16,14 @@ from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, variable_by
 from archbench.perfmodel.model.predictor import (
     ModelParams,
     StepConfig,
+    StepPrediction,
     default_placement,
     predict_step,
 )
 
 DEFAULT_BATCH = 64
+# scaling efficiency (samples/s over W times one worker alone) whose crossing is reported
+WALLS = (0.8, 0.5)
 PS_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
 # the multi-process architectures without servers (ring, p2p): one curve each
 ALLREDUCE_LIKE = tuple(n for n, a in ARCHS.items() if a.multi_process and not a.has_servers)
@@ -33,17 +37,75 @@ class ModelFacts:
     batch: int | None  # the study's most common batch for this model
 
 
-def _model_facts(model: str, observations: Sequence[Observation]) -> ModelFacts:
-    """Variable sizes, input shape and usual batch of a model, from the study and the builder."""
+def _model_facts(
+    model: str, observations: Sequence[Observation], inputs: dict[str, Any] | None
+) -> ModelFacts:
+    """Variable sizes, input shape and usual batch of a model: the input settings given, else
+    those of the study's runs of it; the sizes from the builder."""
     mine = [o for o in observations if o.config.model == model]
     batch = Counter(o.config.batch_size for o in mine).most_common(1)[0][0] if mine else None
-    dataset = (mine[0].record.get("config") or {}).get("dataset") if mine else "fashion_mnist"
-    shape, classes = input_spec({"dataset": dataset})
+    if inputs and inputs.get("dataset"):
+        config = inputs
+    else:
+        config = (mine[0].record.get("config") or {}) if mine else {"dataset": "fashion_mnist"}
+    shape, classes = input_spec(config)
     try:
         sizes = variable_bytes(model, shape, classes)
+    except UsageError:
+        raise
     except Exception:  # noqa: BLE001 - the builder's own message is not ours to show
         raise UsageError(f"cannot build model {model!r} to count its parameters") from None
     return ModelFacts(sizes, shape, classes, batch)
+
+
+@dataclass
+class Curve:
+    """One line of a what-if panel: the prediction at each worker count (for ps at its best
+    number of servers, named in `notes`)."""
+
+    points: list[tuple[int, StepPrediction]] = field(default_factory=list)
+    notes: dict[int, str] = field(default_factory=dict)
+
+    def rates(self) -> list[tuple[int, float]]:
+        return [(w, p.samples_per_s) for w, p in self.points]
+
+
+@dataclass(frozen=True)
+class Wall:
+    """Where a curve's scaling efficiency first falls below `threshold`, and what dominates
+    the step there (None: not within the curve's worker counts)."""
+
+    threshold: float
+    workers: int | None
+    efficiency: float | None = None
+    term: str | None = None
+    term_share: float | None = None
+
+
+def efficiency(workers: int, rate: float, single_rate: float) -> float:
+    """Samples/s of W workers over W times the samples/s of one worker alone."""
+    return rate / (workers * single_rate) if single_rate > 0 else float("nan")
+
+
+def scaling_walls(
+    points: Sequence[tuple[int, float]],
+    single_rate: float,
+    thresholds: Sequence[float] = WALLS,
+    dominant: dict[int, tuple[str, float]] | None = None,
+) -> list[Wall]:
+    """For each threshold, the smallest worker count of the curve whose efficiency is below it,
+    with the dominant term of the step there when `dominant` (W -> (term, share)) is given."""
+    walls = []
+    for threshold in thresholds:
+        found = Wall(threshold, None)
+        for w, rate in sorted(points):
+            eff = efficiency(w, rate, single_rate)
+            if eff < threshold:
+                term, share = (dominant or {}).get(w, (None, None))
+                found = Wall(threshold, w, eff, term, share)
+                break
+        walls.append(found)
+    return walls
 
 
 def whatif_curves(
@@ -54,21 +116,25 @@ def whatif_curves(
     calib: Calibration,
     observations: Sequence[Observation],
     batch_size: int | None,
-) -> tuple[dict[tuple[str, str], dict[str, list[tuple[int, float]]]], dict[str, int]]:
-    """Samples/s per (model, bandwidth) and line label, over worker counts.
+    inputs: dict[str, Any] | None = None,
+) -> tuple[dict[tuple[str, str], dict[str, Curve]], dict[str, int], dict[str, float]]:
+    """Predictions per (model, bandwidth) and line label, over worker counts; the batch of
+    each model and the samples/s of one worker alone (the efficiency's reference).
 
     One worker per host, PS on hosts of their own; ps is drawn with one server and with the
-    best number of servers (powers of two up to W) under the balanced plan.
+    best number of servers (powers of two up to W) and plan (round-robin or balanced).
     """
-    curves: dict[tuple[str, str], dict[str, list[tuple[int, float]]]] = {}
+    curves: dict[tuple[str, str], dict[str, Curve]] = {}
     batches: dict[str, int] = {}
+    singles: dict[str, float] = {}
     for model in models:
-        facts = _model_facts(model, observations)
+        facts = _model_facts(model, observations, inputs)
         batch = batch_size or facts.batch or DEFAULT_BATCH
         batches[model] = batch
         plans = {
             (k, sharding): ps_plan(model, facts.shape, facts.classes, k, sharding)
             for k in PS_COUNTS
+            if k <= max(workers)
             for sharding in ("round-robin", "balanced")
         }
         for bandwidth in bandwidths:
@@ -78,29 +144,63 @@ def whatif_curves(
                 bandwidth_bits=parse_bandwidth(bandwidth), variable_bytes=facts.sizes,
             )  # fmt: skip
 
-            def samples_per_s(config: StepConfig) -> float:
-                return predict_step(config, params, calib).samples_per_s
+            def predict(config: StepConfig) -> StepPrediction:
+                return predict_step(config, params, calib)
 
-            lines: dict[str, list[tuple[int, float]]] = {
-                "ring": [], "p2p": [], "ps (1 PS)": [], "ps (best K)": [],
+            alone = replace(
+                base, arch="single", placement=default_placement("single", 1, 0, "dedicated", None)
+            )
+            singles[model] = predict(alone).samples_per_s
+            lines: dict[str, Curve] = {
+                "ring": Curve(), "p2p": Curve(), "ps (1 PS)": Curve(), "ps (best K)": Curve(),
             }  # fmt: skip
             for w in workers:
                 for arch in ALLREDUCE_LIKE:
                     placement = default_placement(arch, w, 0, "dedicated", None)
-                    lines[arch].append(
-                        (w, samples_per_s(replace(base, arch=arch, placement=placement)))
+                    lines[arch].points.append(
+                        (w, predict(replace(base, arch=arch, placement=placement)))
                     )
-                best = 0.0
+                best: tuple[StepPrediction, str] | None = None
                 for k in (k for k in PS_COUNTS if k <= w):
                     for sharding in ("round-robin", "balanced"):
                         config = replace(
                             base, arch="ps", ps_sharding=sharding, ps_plan=plans[(k, sharding)],
                             placement=default_placement("ps", w, k, "dedicated", None),
                         )  # fmt: skip
-                        rate = samples_per_s(config)
+                        prediction = predict(config)
                         if k == 1 and sharding == "round-robin":
-                            lines["ps (1 PS)"].append((w, rate))
-                        best = max(best, rate)
-                lines["ps (best K)"].append((w, best))
+                            lines["ps (1 PS)"].points.append((w, prediction))
+                        if best is None or prediction.samples_per_s > best[0].samples_per_s:
+                            best = (prediction, f"K={k} {sharding}")
+                assert best is not None
+                lines["ps (best K)"].points.append((w, best[0]))
+                lines["ps (best K)"].notes[w] = best[1]
             curves[(model, bandwidth)] = lines
-    return curves, batches
+    return curves, batches, singles
+
+
+def walls_of(curve: Curve, single_rate: float) -> list[Wall]:
+    """The efficiency walls of one curve, with the term that costs the most there (the
+    largest besides compute: with the compute of one worker alone the same at every W, the
+    rest of the step is what the efficiency lost)."""
+    dominant = {w: p.dominant_overhead for w, p in curve.points}
+    return scaling_walls(curve.rates(), single_rate, WALLS, dominant)
+
+
+def describe_walls(label: str, curve: Curve, single_rate: float) -> str:
+    """One line: the efficiency at the first and last worker counts, and each wall."""
+    (w0, p0), (w1, p1) = curve.points[0], curve.points[-1]
+    parts = [
+        f"{label:12s} efficiency {efficiency(w0, p0.samples_per_s, single_rate):4.0%} at "
+        f"W={w0}, {efficiency(w1, p1.samples_per_s, single_rate):4.0%} at W={w1}"
+        + (f" ({curve.notes[w1]})" if w1 in curve.notes else "")
+    ]
+    for wall in walls_of(curve, single_rate):
+        if wall.workers is None:
+            parts.append(f"stays >= {wall.threshold:.0%} up to W={w1}")
+        else:
+            parts.append(
+                f"< {wall.threshold:.0%} from W={wall.workers} "
+                f"({wall.term} {wall.term_share:.0%} of the step)"
+            )
+    return "; ".join(parts)
