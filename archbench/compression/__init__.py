@@ -35,8 +35,8 @@ CARRIED_BY: dict[str, tuple[str, ...]] = {
     "ps": ("none", "topk"),
 }
 WHY_NOT: dict[tuple[str, str], str] = {
-    ("p2p", "fp16"): "its shards travel as float32 (fp16 is Horovod's)",
-    ("ps", "fp16"): "its pushes travel as float32 (fp16 is Horovod's)",
+    ("p2p", "fp16"): "p2p sends float32 shards; fp16 is Horovod's compression",
+    ("ps", "fp16"): "the servers take float32 pushes; fp16 is Horovod's compression",
     ("p2p", "powersgd"): "PowerSGD allreduces low-rank factors, and p2p exchanges shards",
     ("ps", "powersgd"): "PowerSGD allreduces low-rank factors, and the servers take shards",
 }
