@@ -89,10 +89,11 @@ class TfTopK:
         k = tf.gather(self.schedule, at)
         _, indices = tf.math.top_k(tf.abs(acc), k=k, sorted=False)
         values = tf.gather(acc, indices)
-        updates = [self.step.assign_add(1)]
-        if self.residual is not None:
-            rest = tf.tensor_scatter_nd_update(acc, indices[:, None], tf.zeros_like(values))
-            updates.append(self.residual.assign(rest))
+        with tf.control_dependencies([values]):  # the reads above come first, also in a graph
+            updates = [self.step.assign_add(1)]
+            if self.residual is not None:
+                rest = tf.tensor_scatter_nd_update(acc, indices[:, None], tf.zeros_like(values))
+                updates.append(self.residual.assign(rest))
         return indices, values, updates
 
 

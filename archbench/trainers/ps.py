@@ -20,6 +20,7 @@ from collections import Counter
 
 import numpy as np
 
+from archbench.compression import PS_INDEX_BYTES, VALUE_BYTES, CompressionSpec
 from archbench.errors import RunFailed, UsageError
 from archbench.launch import threads_per_process
 from archbench.ps.cluster_spec import (
@@ -181,6 +182,7 @@ class PSTrainer(Trainer):
             sync=config.sync,
             lr=config.lr,
             momentum=config.momentum,
+            compression=CompressionSpec.from_config(config),
         )
         self.plan = self.graph.plan
         # The eager copy: the seed's initial values (the same as every other architecture's) and
@@ -387,12 +389,52 @@ class PSTrainer(Trainer):
     def comm_stats(self, steps: int) -> dict:
         pushed = self.plan.total_bytes  # one dense gradient per step
         pulled = self.plan.total_bytes  # one fresh copy of every shard per step
+        if self._topk_spec() is not None:
+            return self._topk_stats(steps, pulled)
         return {
             "bytes_sent_per_step": pushed,
             "bytes_received_per_step": pulled,
             "bytes_total": pushed * steps,
             "bytes_method": "analytic: each worker pushes every shard's gradient and pulls every "
             "shard once per step (dense float32)",
+        }
+
+    def _topk_spec(self) -> CompressionSpec | None:
+        spec = CompressionSpec.from_config(self.config)
+        return spec if spec.sparse and self.config.sync else None
+
+    def _pushed_topk_bytes(self, steps: int) -> int:
+        """Bytes pushed over `steps` steps: every kept entry goes to exactly one shard, as a
+        float32 value and an int64 index."""
+        elements = self.plan.total_bytes // 4
+        kept = self._topk_spec().kept_total(steps, elements)
+        return kept * (VALUE_BYTES + PS_INDEX_BYTES)
+
+    def _topk_stats(self, steps: int, pulled: int) -> dict:
+        spec = self._topk_spec()
+        elements = self.plan.total_bytes // 4
+        pushed_total = self._pushed_topk_bytes(steps)
+        pushed = pushed_total // steps if steps else 0
+        steady = spec.kept(spec.warmup_steps, elements) * (VALUE_BYTES + PS_INDEX_BYTES)
+        dense = self.plan.total_bytes
+        return {
+            "bytes_sent_per_step": pushed,
+            "bytes_received_per_step": pulled,
+            "bytes_total": pushed_total,
+            "bytes_method": "analytic: each worker pushes its top-k entries (float32 value and "
+            "int64 index each) to the shards holding them and pulls every shard dense",
+            "compression": {
+                **spec.as_record(),
+                "elements": elements,
+                "kept_per_step": spec.kept(spec.warmup_steps, elements),
+                "kept_total": spec.kept_total(steps, elements),
+                "dense_bytes_per_step": dense,
+                "bytes_sent_per_step_after_warmup": steady,
+                "achieved_ratio": dense / pushed if pushed else None,
+                "achieved_ratio_after_warmup": dense / steady if steady else None,
+                "exchange": "SparseConditionalAccumulator per shard (sum; the chief divides "
+                "by W); pulls dense",
+            },
         }
 
     def extra_record(self) -> dict:
@@ -404,6 +446,7 @@ class PSTrainer(Trainer):
         for report in self._reports:
             staleness.update({int(k): v for k, v in report["staleness"].items()})
         values = np.repeat(list(staleness.keys()), list(staleness.values()))
+        pushed = self.comm_stats(self._steps)["bytes_sent_per_step"]
         return {
             "controller": "grpc",
             "ps": {
@@ -417,8 +460,12 @@ class PSTrainer(Trainer):
                 "bytes_held_per_server": held,
                 "optimizer_bytes_per_server": held if self.config.sync else [0] * len(held),
                 "bytes_served_per_server_per_step": [workers * b for b in held],
-                "bytes_received_per_server_per_step": [workers * b for b in held],
-                "bytes_pushed_per_worker_per_step": self.plan.total_bytes,
+                # top-k: how the kept entries fall on the servers depends on the gradients
+                "bytes_received_per_server_per_step": [workers * b for b in held]
+                if self._topk_spec() is None
+                else None,
+                "bytes_received_all_servers_per_step": workers * pushed,
+                "bytes_pushed_per_worker_per_step": pushed,
                 "bytes_pulled_per_worker_per_step": self.plan.total_bytes,
                 "staleness": {
                     "median": float(np.median(values)) if len(values) else None,
