@@ -9,6 +9,7 @@ import sys
 
 from archbench.bandwidth import format_bits as format_bandwidth
 from archbench.bandwidth import parse_bandwidth
+from archbench.compression import carry_problem
 from archbench.errors import UsageError
 from archbench.perfmodel.fit.fitfile import model_inputs
 from archbench.perfmodel.measure.calibration import ComputeLine
@@ -119,6 +120,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def build_config(args: argparse.Namespace) -> StepConfig:
     check_ranges(args)
+    problem = carry_problem(args.arch, args.compression, args.sync is not False)
+    if problem:
+        raise UsageError(problem)
     placement = default_placement(args.arch, args.workers, args.num_ps, args.placement, args.hosts)
     bandwidth = parse_bandwidth(args.bandwidth) if args.bandwidth else None
     sizes = shapes = None
