@@ -253,3 +253,83 @@ def test_which_architecture_carries_which_method(arch, method, sync, carried):
     assert (problem is None) == carried
     if problem:
         assert "\n" not in problem and f"--arch {arch}" in problem
+
+
+# --- ps: the synchronous graph's sparse pushes, one worker and one in-process server ---------
+
+
+def test_ps_graph_topk_updates_as_the_eager_selection_does(tf):
+    """One worker, one server, both in this process: top-k pushes through the sparse
+    accumulators (fused steps and probe steps) give exactly the parameters of the numpy
+    selection applied by Keras SGD; with every entry kept, exactly the dense pushes'."""
+    import socket
+
+    from archbench.models import build_model
+    from archbench.ps.cluster_spec import ClusterLayout
+    from archbench.ps.graph import build_worker_graph, initial_feed
+
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("localhost", 0))
+            return probe.getsockname()[1]
+
+    ps, worker = f"localhost:{free_port()}", f"localhost:{free_port()}"
+    cluster = tf.train.ClusterSpec({"ps": [ps], "worker": [worker]})
+    servers = [
+        tf.distribute.Server(cluster, job_name=job, task_index=0) for job in ("ps", "worker")
+    ]
+    rng = np.random.default_rng(0)
+    batches = [
+        (rng.random((16, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 16).astype(np.int32))
+        for _ in range(6)
+    ]
+    initial = [v.numpy() for v in build_model("mlp", (28, 28, 1), 10, 1).trainable_variables]
+    first_step = iter(range(0, 1000, 100))  # the servers' accumulators outlive each graph
+
+    def train(spec) -> list[np.ndarray]:
+        layout = ClusterLayout((ps,), (worker,), 1, "mpi")
+        graph = build_worker_graph(
+            tf, model_name="mlp", input_shape=(28, 28, 1), input_dtype=tf.float32,
+            num_classes=10, seed=1, sharding="round-robin", layout=layout, worker_index=0,
+            sync=True, lr=0.05, momentum=0.9, compression=spec,
+        )  # fmt: skip
+        base = next(first_step)
+        with tf.compat.v1.Session(servers[1].target, graph=graph.graph) as session:
+            session.run(graph.init_servers, initial_feed(graph, initial))
+            session.run(graph.init_local)
+            for step, (x, y) in enumerate(batches):
+                if step % 3 == 2:  # a probe: compute into the buffers, then the exchange
+                    session.run(graph.compute_into_buffers, {graph.x: x, graph.y: y})
+                    session.run(graph.probe_exchange.run, {graph.local_step: base + step})
+                else:
+                    feed = {graph.x: x, graph.y: y, graph.local_step: base + step}
+                    session.run(graph.fused.run, feed)
+            return [
+                np.concatenate(p) if len(p) > 1 else p[0] for p in session.run(graph.shard_values)
+            ]
+
+    dense = train(None)
+    for got, want in zip(train(CompressionSpec("topk", ratio=1.0)), dense):
+        np.testing.assert_array_equal(got, want)
+
+    spec = CompressionSpec("topk", ratio=0.01)
+    sparse = train(spec)
+    model = build_model("mlp", (28, 28, 1), 10, 1)
+    variables = model.trainable_variables
+    sizes = [int(np.prod(v.shape)) for v in variables]
+    selector = TopK(sum(sizes), spec)
+    optimizer = tf.keras.optimizers.SGD(0.05, momentum=0.9)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for x, y in batches:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        flat = np.concatenate([g.numpy().reshape(-1) for g in tape.gradient(loss, variables)])
+        indices, values = selector.select(flat)
+        kept = np.zeros_like(flat)
+        kept[indices] = values
+        pieces = np.split(kept, np.cumsum(sizes)[:-1])
+        optimizer.apply_gradients(
+            zip([p.reshape(v.shape) for p, v in zip(pieces, variables)], variables)
+        )
+    for got, variable in zip(sparse, variables):
+        np.testing.assert_array_equal(got, variable.numpy())
