@@ -333,3 +333,21 @@ def test_ps_graph_topk_updates_as_the_eager_selection_does(tf):
         )
     for got, variable in zip(sparse, variables):
         np.testing.assert_array_equal(got, variable.numpy())
+
+
+def test_the_records_bytes_follow_the_warmup_step_by_step():
+    from types import SimpleNamespace
+
+    from archbench.compression.record import ps_stats, ring_stats
+
+    warm = CompressionSpec("topk", ratio=0.01, warmup_steps=3)
+    compressor = SimpleNamespace(densified=[], compressed=0)
+    stats = ring_stats(warm, MLP_SHAPES, workers=2, steps=20, compressor=compressor)
+    kept = 101_770 + 21_926 + 4_724 + 17 * 1018
+    assert stats["bytes_total"] == 8 * kept and stats["bytes_sent_per_step"] == 8 * kept // 20
+    compression = stats["compression"]
+    assert compression["kept_total"] == kept and compression["kept_per_step"] == 1018
+    assert compression["bytes_sent_per_step_after_warmup"] == 8144
+    assert compression["achieved_ratio_after_warmup"] == pytest.approx(4 * MLP_ELEMENTS / 8144)
+    ps = ps_stats(CompressionSpec("topk"), MLP_ELEMENTS, pulled=4 * MLP_ELEMENTS, steps=20)
+    assert ps["bytes_sent_per_step"] == 1018 * 12 and ps["bytes_received_per_step"] == 407_080

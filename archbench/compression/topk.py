@@ -126,6 +126,7 @@ class TopKAllgather:
 
     def __init__(self, tf, variables, spec: CompressionSpec, allgather, workers: int):
         self.tf = tf
+        self.spec = spec
         self.variables = list(variables)
         self.elements = int(sum(int(np.prod(v.shape)) for v in self.variables))
         self.selector = TfTopK(tf, self.elements, spec)

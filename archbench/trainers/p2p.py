@@ -194,31 +194,9 @@ class P2PTrainer(Trainer):
         }
 
     def _compression_record(self, facts: list[dict]) -> dict:
-        """comm.compression: the method, its parameters, and the bytes it saved (this worker's
-        bytes against the dense exchange's for the same shard plan)."""
         if self.topk is None:
             return {}
-        done = max(1, self.steps_done)
-        sent = self.exchange.bytes_sent // done
-        dense = self.plan.bytes_sent_per_step(self.rank)
-        dense_gradient = self.plan.total_bytes - self.plan.shard_bytes(self.rank)
-        gradient = self.exchange.gradient_bytes_sent // done
-        return {
-            "compression": {
-                **self.spec.as_record(),
-                "elements": self.plan.elements,
-                "kept_per_step": self.spec.kept(self.spec.warmup_steps, self.plan.elements),
-                "kept_total": self.spec.kept_total(self.steps_done, self.plan.elements),
-                "dense_bytes_per_step": dense,
-                "achieved_ratio": dense / sent if sent else None,
-                "gradient_bytes_sent_per_step": gradient,
-                "dense_gradient_bytes_per_step": dense_gradient,
-                "gradient_ratio": dense_gradient / gradient if gradient else None,
-                # per rank, over the run: gradient bytes sent, and selected entries that fell
-                # in the rank's own shard (not sent); 8 bytes per entry sent
-                "gradient_bytes_sent_total_per_rank": [f["gradient_sent"] for f in facts],
-                "own_shard_entries_total_per_rank": [f["own_entries"] for f in facts],
-                "exchange": "point-to-point: each owner's entries of the selection, values and "
-                "indices in one message; owners average dense; parameters back dense",
-            }
-        }
+        from archbench.compression.record import p2p_compression
+
+        args = (self.spec, self.plan, self.rank, self.exchange, self.steps_done, facts)
+        return {"compression": p2p_compression(*args)}

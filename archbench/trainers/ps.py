@@ -20,7 +20,7 @@ from collections import Counter
 
 import numpy as np
 
-from archbench.compression import PS_INDEX_BYTES, VALUE_BYTES, CompressionSpec
+from archbench.compression import CompressionSpec
 from archbench.errors import RunFailed, UsageError
 from archbench.launch import threads_per_process
 from archbench.ps.cluster_spec import (
@@ -390,7 +390,9 @@ class PSTrainer(Trainer):
         pushed = self.plan.total_bytes  # one dense gradient per step
         pulled = self.plan.total_bytes  # one fresh copy of every shard per step
         if self._topk_spec() is not None:
-            return self._topk_stats(steps, pulled)
+            from archbench.compression.record import ps_stats
+
+            return ps_stats(self._topk_spec(), self.plan.total_bytes // 4, pulled, steps)
         return {
             "bytes_sent_per_step": pushed,
             "bytes_received_per_step": pulled,
@@ -402,40 +404,6 @@ class PSTrainer(Trainer):
     def _topk_spec(self) -> CompressionSpec | None:
         spec = CompressionSpec.from_config(self.config)
         return spec if spec.sparse and self.config.sync else None
-
-    def _pushed_topk_bytes(self, steps: int) -> int:
-        """Bytes pushed over `steps` steps: every kept entry goes to exactly one shard, as a
-        float32 value and an int64 index."""
-        elements = self.plan.total_bytes // 4
-        kept = self._topk_spec().kept_total(steps, elements)
-        return kept * (VALUE_BYTES + PS_INDEX_BYTES)
-
-    def _topk_stats(self, steps: int, pulled: int) -> dict:
-        spec = self._topk_spec()
-        elements = self.plan.total_bytes // 4
-        pushed_total = self._pushed_topk_bytes(steps)
-        pushed = pushed_total // steps if steps else 0
-        steady = spec.kept(spec.warmup_steps, elements) * (VALUE_BYTES + PS_INDEX_BYTES)
-        dense = self.plan.total_bytes
-        return {
-            "bytes_sent_per_step": pushed,
-            "bytes_received_per_step": pulled,
-            "bytes_total": pushed_total,
-            "bytes_method": "analytic: each worker pushes its top-k entries (float32 value and "
-            "int64 index each) to the shards holding them and pulls every shard dense",
-            "compression": {
-                **spec.as_record(),
-                "elements": elements,
-                "kept_per_step": spec.kept(spec.warmup_steps, elements),
-                "kept_total": spec.kept_total(steps, elements),
-                "dense_bytes_per_step": dense,
-                "bytes_sent_per_step_after_warmup": steady,
-                "achieved_ratio": dense / pushed if pushed else None,
-                "achieved_ratio_after_warmup": dense / steady if steady else None,
-                "exchange": "SparseConditionalAccumulator per shard (sum; the chief divides "
-                "by W); pulls dense",
-            },
-        }
 
     def extra_record(self) -> dict:
         if not self.is_chief:

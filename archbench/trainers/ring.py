@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 from archbench.trainers.base import KerasTrainer
 
 # Open MPI's coll/tuned allreduce algorithms: 4 is the ring (reduce-scatter, then allgather).
@@ -72,28 +70,15 @@ class RingTrainer(KerasTrainer):
         super().setup()
         # Every rank built the same initial weights from the seed; broadcasting makes it a fact.
         hvd.broadcast_variables(self.model.variables, root_rank=0)
-        self.compressor = self._make_compressor()
-
-    def _make_compressor(self):
-        """The top-k or PowerSGD exchange, or None (Horovod's own allreduce: none, fp16)."""
+        # top-k or PowerSGD: the compressor's exchange replaces Horovod's allreduce
         import tensorflow as tf
 
         from archbench.compression import CompressionSpec
+        from archbench.compression.ring import ring_compressor
 
         spec = CompressionSpec.from_config(self.config)
-        hvd, variables = self.hvd, self.model.trainable_variables
-        if spec.method == "topk":
-            from archbench.compression.topk import TopKAllgather
-
-            return TopKAllgather(tf, variables, spec, hvd.allgather, self.num_workers)
-        if spec.method == "powersgd":
-            from archbench.compression.powersgd import PowerSGD
-
-            def average(tensors):
-                return [hvd.allreduce(t, op=hvd.Average) for t in tensors]
-
-            return PowerSGD(tf, variables, spec, average, self.config.seed)
-        return None
+        variables = self.model.trainable_variables
+        self.compressor = ring_compressor(tf, hvd, spec, variables, hvd.size(), self.config.seed)
 
     @property
     def controller(self) -> str:
@@ -132,7 +117,11 @@ class RingTrainer(KerasTrainer):
 
     def comm_stats(self, steps: int) -> dict:
         if self.compressor is not None:
-            return self._compressed_stats(steps)
+            from archbench.compression.record import ring_stats
+
+            shapes = [tuple(map(int, v.shape)) for v in self.model.trainable_variables]
+            spec = self.compressor.spec
+            return ring_stats(spec, shapes, self.num_workers, steps, self.compressor)
         # Ring allreduce: each worker sends 2(W-1)/W of the gradient bytes per step
         # (reduce-scatter then allgather); fp16 compression halves float32 payloads.
         from archbench.models import parameter_stats
@@ -148,58 +137,6 @@ class RingTrainer(KerasTrainer):
             "bytes_total": per_step * steps,
             "bytes_method": "analytic: ring allreduce, 2(W-1)/W x gradient bytes",
         }
-
-    def _compressed_stats(self, steps: int) -> dict:
-        """Bytes of the compressed exchange, analytic from what each step sends: top-k's
-        allgather of k values and k int32 indices (k from the warm-up schedule, step by step),
-        PowerSGD's allreduce of its factors and of the gradients it sends dense."""
-        from archbench.compression import CompressionSpec, ring_bytes_per_step
-
-        spec = CompressionSpec.from_config(self.config)
-        shapes = [tuple(int(d) for d in v.shape) for v in self.model.trainable_variables]
-        workers = self.num_workers
-        total = sum(ring_bytes_per_step(spec, shapes, workers, step) for step in range(steps))
-        if spec.method == "powersgd":
-            method = "analytic: ring allreduce of PowerSGD's P and Q factors and dense vectors, 2(W-1)/W x their bytes"
-        else:
-            method = "analytic: allgather of each worker's top-k values and int32 indices, (W-1) x 8k bytes"
-        per_step = total // steps if steps else 0
-        return {
-            "bytes_sent_per_step": per_step,
-            "bytes_received_per_step": per_step,
-            "bytes_total": total,
-            "bytes_method": method,
-            "compression": self._compression_record(spec, shapes, per_step),
-        }
-
-    def _compression_record(self, spec, shapes, per_step: int) -> dict:
-        from archbench.compression import (
-            CompressionSpec,
-            powersgd_payload,
-            ring_bytes_per_step,
-        )
-
-        workers = self.num_workers
-        dense = ring_bytes_per_step(CompressionSpec("none"), shapes, workers)
-        steady = ring_bytes_per_step(spec, shapes, workers)
-        record = {
-            **spec.as_record(),
-            "dense_bytes_per_step": dense,
-            "bytes_sent_per_step_after_warmup": steady,
-            "achieved_ratio": dense / per_step if per_step else None,
-            "achieved_ratio_after_warmup": dense / steady if steady else None,
-            "densified_gradients": sorted(set(self.compressor.densified)),
-        }
-        if spec.method == "topk":
-            elements = sum(int(np.prod(shape)) for shape in shapes)
-            record["kept_per_step"] = spec.kept(spec.warmup_steps, elements)
-            record["elements"] = elements
-            record["exchange"] = "hvd.allgather of values (float32) and indices (int32)"
-        else:
-            record["factors"] = powersgd_payload(shapes, spec.rank)
-            record["compressed_matrices"] = self.compressor.compressed
-            record["exchange"] = "hvd.allreduce (average) of P, then of Q"
-        return record
 
     def extra_record(self) -> dict:
         return {
