@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from archbench.archs import ARCHITECTURES, MULTI_PROCESS, WITH_SERVERS
+from archbench.compression import CARRIED_BY, METHODS, carry_problem
 from archbench.errors import UsageError
 
 DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text")
 OPTIMIZERS = ("sgd",)
-COMPRESSIONS = ("none", "fp16")
+COMPRESSIONS = METHODS  # which architecture carries which: archbench.compression.CARRIED_BY
+ERROR_FEEDBACK = ("on", "off")
 # How the ring's allreduce is run under the MPI controller: `ring` forces Open MPI's ring
 # (coll/tuned algorithm 4: reduce-scatter then allgather, 2(W-1)/W of the data per rank);
 # `default` leaves the choice to the library's decision rules. Gloo always runs its ring.
@@ -44,6 +46,7 @@ _MULTI = MULTI_PROCESS
 _PS = WITH_SERVERS
 _RING = frozenset({"ring"})
 _P2P = frozenset({"p2p"})
+_COMPRESSED = frozenset(CARRIED_BY)
 _SHAPE = re.compile(r"^\d+(x\d+)*$")
 
 
@@ -226,7 +229,12 @@ SETTINGS: dict[str, Setting] = {
         S("study", "str", None, ALL, reserved=True, help="name of the study this run belongs to"),
         S("fusion_threshold_mb", "float", 64.0, _RING, minimum=0, maximum=1e6, numeric=True, unit="MB", help="Horovod tensor-fusion buffer (MB)"),
         S("cycle_time_ms", "float", 1.0, _RING, minimum=0, exclusive_minimum=True, maximum=1e6, numeric=True, unit="ms", help="Horovod cycle time (ms)"),
-        S("compression", "choice", "none", _RING, choices=COMPRESSIONS),
+        # gradient compression (archbench.compression): the method, then its parameters
+        S("compression", "choice", "none", _COMPRESSED, choices=COMPRESSIONS, help="gradient compression: none; fp16 (ring); topk (ring, p2p, ps --sync); powersgd (ring)"),
+        S("compression_ratio", "float", 0.01, _COMPRESSED, minimum=0, exclusive_minimum=True, maximum=1, numeric=True, help="topk: share of the gradient's entries each worker sends (default 0.01)"),
+        S("powersgd_rank", "int", 2, _RING, minimum=1, maximum=65_536, numeric=True, help="powersgd: rank of the factors P and Q (default 2)"),
+        S("compression_warmup_steps", "int", 0, _COMPRESSED, minimum=0, maximum=1_000_000_000, unit="steps", help="topk: the kept share falls exponentially from dense to the ratio over these first steps (default 0)"),
+        S("error_feedback", "choice", "on", _COMPRESSED, choices=ERROR_FEEDBACK, help="topk, powersgd: what a worker did not send is added to its next gradient (default on)"),
         S("allreduce_algorithm", "choice", "ring", _RING, choices=ALLREDUCE_ALGORITHMS, help="MPI controller: Open MPI's ring allreduce (default) or the library's own choice per message size; Gloo always runs its ring"),
         S("num_ps", "int", 1, _PS, minimum=1, maximum=4096, numeric=True, not_applicable=0, help="number of parameter-server tasks (ranks 0..K-1)"),
         S("sync", "bool", True, _PS, not_applicable="sync", help="synchronous updates (default); --async: asynchronous updates"),
@@ -246,7 +254,12 @@ SETTINGS: dict[str, Setting] = {
 }  # fmt: skip
 TRAIN_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS.values() if s.scope == "train")
 # Flag groups of `archbench train`'s help, by the architectures a setting applies to.
-_HELP_GROUPS = {_RING: "ring (Horovod)", _PS: "ps (parameter server)", _P2P: "p2p (peer to peer)"}
+_HELP_GROUPS = {
+    _RING: "ring (Horovod)",
+    _PS: "ps (parameter server)",
+    _P2P: "p2p (peer to peer)",
+    _COMPRESSED: "gradient compression (ring, p2p, ps)",
+}
 
 
 def setting(name: str) -> Setting:
@@ -391,6 +404,11 @@ def combination_problem(values: dict[str, Any]) -> str | None:
             f"--warmup-steps {warmup} leaves no timed step of --steps {steps}: "
             "make the warm-up shorter than the run"
         )
+    arch = values.get("arch")
+    if arch is not None and SETTINGS["compression"].applies(arch):
+        problem = carry_problem(arch, values.get("compression"), values.get("sync") is not False)
+        if problem:
+            return problem
     shape = values.get("synthetic_shape")
     if values.get("dataset") == "synthetic" and shape:
         dims = [int(d) for d in (shape.split("x") if isinstance(shape, str) else shape)]

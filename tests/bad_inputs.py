@@ -98,6 +98,29 @@ TRAIN_CASES = [
     _train("fusion threshold nan", "--arch", "ring", "--fusion-threshold-mb", "nan"),
     _train("cycle time 0", "--arch", "ring", "--cycle-time-ms", "0"),
     _train("cycle time inf", "--arch", "ring", "--cycle-time-ms", "inf"),
+    _train(
+        "compression ratio 0", "--arch", "ring", "--compression", "topk", "--compression-ratio", "0"
+    ),
+    _train(
+        "compression ratio 1.5",
+        "--arch",
+        "p2p",
+        "--compression",
+        "topk",
+        "--compression-ratio",
+        "1.5",
+    ),
+    _train("compression ratio nan", "--arch", "ring", "--compression-ratio", "nan"),
+    _train(
+        "powersgd rank 0", "--arch", "ring", "--compression", "powersgd", "--powersgd-rank", "0"
+    ),
+    _train("powersgd rank -2", "--arch", "ring", "--powersgd-rank=-2"),
+    _train("compression warm-up -1", "--arch", "p2p", "--compression-warmup-steps=-1"),
+    _train("unknown error feedback", "--arch", "ring", "--error-feedback", "maybe"),
+    _train("powersgd on p2p", "--arch", "p2p", "--compression", "powersgd"),
+    _train("fp16 on p2p", "--arch", "p2p", "--compression", "fp16"),
+    _train("powersgd on ps", "--arch", "ps", "--compression", "powersgd"),
+    _train("topk on async ps", "--arch", "ps", "--async", "--compression", "topk"),
     _train("num ps 0", "--arch", "ps", "--num-ps", "0"),
     _train("ps timeout 0", "--arch", "ps", "--ps-timeout", "0"),
     _train("ps timeout nan", "--arch", "ps", "--ps-timeout", "nan"),
@@ -169,6 +192,8 @@ SWEEP_SPECS = {
     "python-without-archbench": "python: /bin/true\nfixed: {steps: 5}\ncluster: localhost\n",
     "bandwidth-on-localhost": "fixed: {steps: 5, arch: ring, bandwidth: 1gbit}\ncluster: localhost\n",
     "bandwidth-garbage": "fixed: {steps: 5, arch: ring, bandwidth: fast}\n",
+    "powersgd-on-p2p": "fixed: {steps: 5, arch: p2p, compression: powersgd}\n",
+    "compression-ratio-zero": "fixed: {steps: 5, arch: ring, compression: topk, compression_ratio: 0}\n",
     "gloo-with-mpirun": "fixed: {steps: 5, arch: ring, controller: gloo, launcher: mpirun}\n",
     "exclude-unknown-level": "fixed: {steps: 5}\nfactors: {lr: [0.1, 0.2]}\nexclude: [{lr: 0.3}]\n",
 }
@@ -216,6 +241,9 @@ PREDICT_CASES = [
     Case("predict fusion nan", [*PREDICT, "--fusion-threshold-mb", "nan"]),
     Case("predict ps num ps 0", [*PREDICT, "--arch", "ps", "--num-ps", "0"]),
     Case("predict unknown arch", [*PREDICT, "--arch", "mesh"]),
+    Case("predict powersgd on p2p", [*PREDICT, "--arch", "p2p", "--compression", "powersgd"]),
+    Case("predict compression ratio 0", [*PREDICT, "--compression-ratio", "0"]),
+    Case("predict powersgd rank 0", [*PREDICT, "--powersgd-rank", "0"]),
     Case("predict unknown model", [*PREDICT, "--model", "nosuchnet"]),
     Case("predict bandwidth garbage", [*PREDICT, "--bandwidth", "fast"]),
     Case("predict bandwidth nan", [*PREDICT, "--bandwidth", "nanmbit"]),

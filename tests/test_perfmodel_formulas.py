@@ -222,3 +222,28 @@ def test_ring_link_factor_stretches_only_the_ring_link_term() -> None:
     # 2 workers: 1e8 bytes over 8 ns/B = 0.8 s of link time (+ two tiny latencies)
     assert base == pytest.approx(0.8, rel=1e-3)
     assert predict_step(config, ModelParams(), stretched).comm_s == pytest.approx(1.6, rel=1e-3)
+
+
+def test_compressed_exchanges_are_priced_by_the_bytes_they_send() -> None:
+    calib = _calib()
+    ring = default_placement("ring", 2, 0, "dedicated", None)
+
+    def comm(arch: str, placement, **compression) -> float:
+        config = StepConfig(arch, "toy", 32, M, placement, bandwidth_bits=1e9, **compression)
+        return predict_step(config, ModelParams(), calib).comm_s
+
+    # M = 1e6 B = 250,000 float32; top-k 0.01 keeps 2,500. Ring W=2: the allgather sends one
+    # block of 2,500 x 8 = 20,000 B: 2e-5 + 20,000 * 8e-9 = 1.8e-4 (dense: 8.02e-3)
+    assert comm("ring", ring, compression="topk") == pytest.approx(1.8e-4)
+    # PowerSGD rank 2 of a 1000x250 matrix: (1000 + 250) * 2 * 4 B = 10,000 B in two rounds:
+    # 2 * 2e-5 + 10,000 * 8e-9 = 1.2e-4
+    shaped = {"compression": "powersgd", "variable_shapes": ((1000, 250),)}
+    assert comm("ring", ring, **shaped) == pytest.approx(1.2e-4)
+    # p2p W=2: half the kept entries go to the other owner (10,000 B: 8e-5), the parameter
+    # shard comes back dense (5e5 B: 4e-3), plus 2 * 1e-5
+    p2p = default_placement("p2p", 2, 0, "dedicated", None)
+    assert comm("p2p", p2p, compression="topk") == pytest.approx(4.1e-3)
+    # ps sync, 2 workers: each pushes 2,500 x (4 + 8) = 30,000 B (the server takes 6e4 B:
+    # 4.8e-4) and pulls 1e6 B (2e6 B out of the server: 1.6e-2), plus 2 * 1e-5
+    ps = default_placement("ps", 2, 1, "dedicated", None)
+    assert comm("ps", ps, compression="topk") == pytest.approx(4.8e-4 + 1.6e-2 + 2e-5)

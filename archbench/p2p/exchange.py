@@ -4,7 +4,9 @@ Two phases per step, both on one flat float32 vector split by a `ShardPlan`:
 
 1. `reduce_scatter_mean(gradient)`: every worker sends each gradient shard to the shard's owner;
    the owner averages the W contributions to its own shard (summed in rank order, so the result
-   does not depend on which message arrived first).
+   does not depend on which message arrived first). With top-k compression,
+   `reduce_scatter_sparse_mean(indices, values)` sends each owner only the selected entries of
+   its shard, values and indices (`archbench.p2p.sparse`), and the owner averages them dense.
 2. `allgather(params)`: every owner sends its fresh parameter shard to every peer; each worker
    receives the other shards straight into their place in its full parameter vector.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from archbench.p2p import sparse
 from archbench.p2p.shards import ShardPlan
 
 SCHEDULES = ("naive", "staggered")
@@ -66,6 +69,9 @@ class ShardExchange:
         self.bytes_received = 0
         self.last_sent = 0
         self.last_received = 0
+        self.gradient_bytes_sent = 0  # the gradient phase's share of bytes_sent
+        self.sparse_buffers: tuple[np.ndarray, np.ndarray] | None = None
+        self.own_entries_total = 0  # entries of this worker's selections in its own shard
 
     @property
     def own_range(self) -> tuple[int, int]:
@@ -98,6 +104,49 @@ class ShardExchange:
         for part in parts[2:]:
             np.add(self.averaged, part, out=self.averaged)
         np.divide(self.averaged, np.float32(self.workers), out=self.averaged)
+        self.gradient_bytes_sent += sent
+        return self.averaged
+
+    def reduce_scatter_sparse_mean(self, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """This worker's shard averaged over all workers from their top-k selections: `indices`
+        (int32, ascending, over the full vector) and `values` are this worker's selection; each
+        owner gets the part that falls in its shard as one message (a preallocated buffer is
+        returned, overwritten by the next call)."""
+        if self.sparse_buffers is None:  # a peer sends at most this worker's whole shard
+            own = self.stop - self.start
+            self.sparse_buffers = (
+                np.empty((len(self.peers), 2 * own), dtype=np.int32),
+                np.empty(2 * (self.plan.elements - own) + 2, dtype=np.int32),
+            )
+        incoming, outgoing = self.sparse_buffers
+        bounds = [self.plan.bounds(owner) for owner in range(self.workers)]
+        cuts = sparse.owner_slices(indices, bounds)
+        receives = [
+            self.comm.Irecv(incoming[row], source=peer, tag=GRADIENT_TAG)
+            for row, peer in enumerate(self.peers)
+        ]
+        sent = offset = 0
+        for target in self.targets:
+            first, last = cuts[target]
+            message = sparse.pack(
+                values[first:last],
+                indices[first:last] - np.int32(bounds[target][0]),
+                outgoing[offset : offset + 2 * (last - first)],
+            )
+            offset += len(message)
+            self.comm.Isend(message, dest=target, tag=GRADIENT_TAG).Wait()
+            sent += message.nbytes
+        self.mpi.Request.Waitall(receives, self.statuses)
+        self._count(sent, self._received_bytes())
+        self.gradient_bytes_sent += sent
+        first, last = cuts[self.rank]
+        parts = [
+            sparse.unpack(incoming[row], status.Get_count(self.mpi.INT))
+            for row, status in enumerate(self.statuses)
+        ]
+        parts.insert(self.rank, (indices[first:last] - np.int32(self.start), values[first:last]))
+        sparse.sparse_mean(parts, self.averaged)
+        self.own_entries_total += last - first
         return self.averaged
 
     def allgather(self, params: np.ndarray) -> None:

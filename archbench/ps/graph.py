@@ -21,6 +21,13 @@ var -= lr*accum) is the same update for a constant lr but rounds differently, en
 50-step run's test loss by ~2e-4 relative; with Keras's arithmetic a synchronous run matches
 `single` to float32 summation order.
 
+Top-k (`--compression topk`, synchronous only): each worker selects the top-k entries of its
+whole flattened gradient plus its error-feedback residual (`archbench.compression.topk.TfTopK`),
+and pushes to each shard only the selected entries that fall in it, values and int64 indices,
+into the shard's `SparseConditionalAccumulator` (summing; the chief divides by W, so the
+average is the dense one's: unselected entries count as zeros). The chief applies the same
+momentum SGD to the dense average; the pull stays dense.
+
 Asynchronous (Downpour): each worker pushes its update as soon as it has it, no barrier; the
 server adds it to the shard in one locked read-modify-write and the global step counts updates.
 Staleness = how many other updates landed between the worker's last pull and its own update.
@@ -107,8 +114,12 @@ def build_worker_graph(
     sync: bool,
     lr: float,
     momentum: float,
+    compression=None,
 ) -> WorkerGraph:
+    """`compression`: a CompressionSpec, or None (dense pushes); only `topk` changes the graph."""
     from archbench.models import build_model
+
+    sparse = compression is not None and compression.sparse and sync
 
     num_workers = layout.num_workers
     is_chief = worker_index == 0
@@ -142,6 +153,12 @@ def build_worker_graph(
             ]
             with tf.control_dependencies([loss]):
                 fill_buffers = tf.group(*[b.assign(g) for b, g in zip(buffers, grads)])
+            selector = None
+            if sparse:
+                from archbench.compression.topk import TfTopK
+
+                elements = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+                selector = TfTopK(tf, elements, compression, name="archbench_topk")
 
         # ---- server-side state
         with tf.device("/job:ps/task:0"):
@@ -169,12 +186,7 @@ def build_worker_graph(
                             trainable=False,
                             name=f"archbench_ps/v{index}/s{number}/momentum",
                         )
-                        accumulator = tf.compat.v1.ConditionalAccumulator(
-                            dtype,
-                            shape=shape,
-                            shared_name=f"archbench_ps/v{index}/s{number}/accumulator",
-                            name=f"accumulator_{index}_{number}",
-                        )
+                        accumulator = _accumulator(tf, dtype, shape, index, number, sparse)
                 per_variable.append((shard, master, slot, accumulator))
             shard_vars.append(per_variable)
         server_initializers = [
@@ -210,6 +222,8 @@ def build_worker_graph(
 
         def exchange(gradients: list) -> ExchangeOps:
             pushes, applies = [], []
+            if sparse:
+                return sparse_exchange(gradients)
             if not sync:
                 with tf.device(worker_device):
                     gradients = [
@@ -234,6 +248,38 @@ def build_worker_graph(
                                 )
                         else:
                             applies.append(_add_atomic(tf, master, piece))
+            return finish_exchange(pushes, applies)
+
+        def sparse_exchange(gradients: list) -> ExchangeOps:
+            """Top-k: each shard gets the selected entries that fall in it (flat positions in
+            the shard, int64, and values); the chief densifies the sum and divides by W."""
+            pushes, applies = [], []
+            with tf.device(worker_device):
+                flat = tf.concat([tf.reshape(g, [-1]) for g in gradients], axis=0)
+                indices, values, updates = selector.select(flat)
+            offset = 0
+            for index, per_variable in enumerate(shard_vars):
+                row = int(np.prod(plan.variables[index].shape[1:]))
+                for shard, master, slot, accumulator in per_variable:
+                    low = offset + shard.row_start * row
+                    high = offset + shard.row_end * row
+                    with tf.device(worker_device), tf.control_dependencies(updates):
+                        inside = tf.logical_and(indices >= low, indices < high)
+                        local = tf.cast(tf.boolean_mask(indices, inside) - low, tf.int64)
+                        kept = tf.boolean_mask(values, inside)
+                    with tf.device(f"/job:ps/task:{shard.ps_task}"):
+                        pushes.append(accumulator.apply_grad(local, kept, local_step=local_step))
+                        if is_chief:
+                            taken, summed, _ = accumulator.take_grad(num_workers)
+                            dense = tf.scatter_nd(taken[:, None], summed, [high - low])
+                            average = tf.reshape(
+                                dense / tf.constant(num_workers, dense.dtype), master.shape
+                            )
+                            applies.append(_apply_momentum(tf, master, slot, average, lr, momentum))
+                offset += int(np.prod(plan.variables[index].shape))
+            return finish_exchange(pushes, applies)
+
+        def finish_exchange(pushes: list, applies: list) -> ExchangeOps:
             with tf.device("/job:ps/task:0"):
                 if sync and is_chief:
                     with tf.control_dependencies(pushes + applies):
@@ -267,6 +313,7 @@ def build_worker_graph(
                 )
 
         local_variables = [*model.variables, *buffers, *([] if sync else velocities)]
+        local_variables += selector.variables if selector is not None else []
         init_local = tf.group(*[v.initializer for v in local_variables], name="init_local")
         shard_values = [
             [master.read_value() for (_, master, _, _) in per_variable]
@@ -314,6 +361,23 @@ def build_worker_graph(
         report=report,
         send_report=send_report,
         take_report=take_report,
+    )
+
+
+def _accumulator(tf, dtype, shape, index: int, number: int, sparse: bool):
+    """The shard's accumulator of one step's W gradients: dense (averaging), or for top-k a
+    sparse one over the flattened shard that sums (the chief divides by W)."""
+    name = f"archbench_ps/v{index}/s{number}/accumulator"
+    if sparse:
+        return tf.compat.v1.SparseConditionalAccumulator(
+            dtype,
+            shape=[int(np.prod(shape))],
+            shared_name=name + "/sparse",
+            name=f"sparse_accumulator_{index}_{number}",
+            reduction_type="SUM",
+        )
+    return tf.compat.v1.ConditionalAccumulator(
+        dtype, shape=shape, shared_name=name, name=f"accumulator_{index}_{number}"
     )
 
 

@@ -11,6 +11,10 @@ of about equal bytes (`archbench.p2p.shards.ShardPlan`, recorded as `comm.shard_
    its shard, then sends the fresh shard to every peer (`archbench.p2p.exchange.ShardExchange`);
 3. every worker writes the full vector back into its model's variables.
 
+With `--compression topk` step 2 sends each owner only the entries of this worker's top-k
+selection (with error feedback: `archbench.compression.topk.TopK`) that fall in the owner's
+shard, values and indices; the owner averages them dense, and parameters travel back dense.
+
 No MPI collective moves gradients or parameters; collectives are used only to set up (one
 broadcast of the initial parameters) and for small facts (allgather of Python objects). The
 parameters are the owners' numpy shards; the Keras model is a copy refreshed every step, so all
@@ -23,6 +27,8 @@ import time
 
 import numpy as np
 
+from archbench.compression import CompressionSpec
+from archbench.compression.topk import TopK
 from archbench.errors import UsageError
 from archbench.p2p.exchange import ShardExchange
 from archbench.p2p.sgd import ShardSGD
@@ -72,6 +78,8 @@ class P2PTrainer(Trainer):
         self.own_params = self.params[start:stop]
         self.sgd = ShardSGD(stop - start, self.config.lr, self.config.momentum)
         self.steps_done = 0
+        self.spec = CompressionSpec.from_config(self.config)
+        self.topk = TopK(self.plan.elements, self.spec) if self.spec.sparse else None
 
         self._gradients = tf.function(self._flat_gradients)
         self._assign = tf.function(
@@ -104,7 +112,10 @@ class P2PTrainer(Trainer):
             variable.assign(tf.reshape(piece, shape))
 
     def _exchange_apply(self, gradient: np.ndarray) -> None:
-        averaged = self.exchange.reduce_scatter_mean(gradient)
+        if self.topk is not None:
+            averaged = self.exchange.reduce_scatter_sparse_mean(*self.topk.select(gradient))
+        else:
+            averaged = self.exchange.reduce_scatter_mean(gradient)
         self.sgd.apply(self.own_params, averaged)
         self.exchange.allgather(self.params)
         self._assign(self.params)
@@ -156,6 +167,8 @@ class P2PTrainer(Trainer):
                 "digest": parameter_digest(self.weights()),
                 "sent": self.exchange.last_sent,
                 "received": self.exchange.last_received,
+                "gradient_sent": self.exchange.gradient_bytes_sent,
+                "own_entries": self.exchange.own_entries_total,
             }
         )
         differing = [
@@ -171,7 +184,19 @@ class P2PTrainer(Trainer):
             "shard_plan": self.plan.as_record(),
             "bytes_sent_per_step_per_rank": [fact["sent"] for fact in facts],
             "bytes_received_per_step_per_rank": [fact["received"] for fact in facts],
-            "gradient_encoding": "dense float32 (IndexedSlices densified)",
+            "gradient_encoding": "top-k values (float32) and shard indices (int32), "
+            "parameters dense float32 (IndexedSlices densified)"
+            if self.topk is not None
+            else "dense float32 (IndexedSlices densified)",
             "densified_gradients": sorted(set(self.densified)),
             "params_identical_across_ranks": True,
+            **self._compression_record(facts),
         }
+
+    def _compression_record(self, facts: list[dict]) -> dict:
+        if self.topk is None:
+            return {}
+        from archbench.compression.record import p2p_compression
+
+        args = (self.spec, self.plan, self.rank, self.exchange, self.steps_done, facts)
+        return {"compression": p2p_compression(*args)}

@@ -20,6 +20,7 @@ from collections import Counter
 
 import numpy as np
 
+from archbench.compression import CompressionSpec
 from archbench.errors import RunFailed, UsageError
 from archbench.launch import threads_per_process
 from archbench.ps.cluster_spec import (
@@ -181,6 +182,7 @@ class PSTrainer(Trainer):
             sync=config.sync,
             lr=config.lr,
             momentum=config.momentum,
+            compression=CompressionSpec.from_config(config),
         )
         self.plan = self.graph.plan
         # The eager copy: the seed's initial values (the same as every other architecture's) and
@@ -387,6 +389,10 @@ class PSTrainer(Trainer):
     def comm_stats(self, steps: int) -> dict:
         pushed = self.plan.total_bytes  # one dense gradient per step
         pulled = self.plan.total_bytes  # one fresh copy of every shard per step
+        if self._topk_spec() is not None:
+            from archbench.compression.record import ps_stats
+
+            return ps_stats(self._topk_spec(), self.plan.total_bytes // 4, pulled, steps)
         return {
             "bytes_sent_per_step": pushed,
             "bytes_received_per_step": pulled,
@@ -394,6 +400,10 @@ class PSTrainer(Trainer):
             "bytes_method": "analytic: each worker pushes every shard's gradient and pulls every "
             "shard once per step (dense float32)",
         }
+
+    def _topk_spec(self) -> CompressionSpec | None:
+        spec = CompressionSpec.from_config(self.config)
+        return spec if spec.sparse and self.config.sync else None
 
     def extra_record(self) -> dict:
         if not self.is_chief:
@@ -404,6 +414,7 @@ class PSTrainer(Trainer):
         for report in self._reports:
             staleness.update({int(k): v for k, v in report["staleness"].items()})
         values = np.repeat(list(staleness.keys()), list(staleness.values()))
+        pushed = self.comm_stats(self._steps)["bytes_sent_per_step"]
         return {
             "controller": "grpc",
             "ps": {
@@ -417,8 +428,12 @@ class PSTrainer(Trainer):
                 "bytes_held_per_server": held,
                 "optimizer_bytes_per_server": held if self.config.sync else [0] * len(held),
                 "bytes_served_per_server_per_step": [workers * b for b in held],
-                "bytes_received_per_server_per_step": [workers * b for b in held],
-                "bytes_pushed_per_worker_per_step": self.plan.total_bytes,
+                # top-k: how the kept entries fall on the servers depends on the gradients
+                "bytes_received_per_server_per_step": [workers * b for b in held]
+                if self._topk_spec() is None
+                else None,
+                "bytes_received_all_servers_per_step": workers * pushed,
+                "bytes_pushed_per_worker_per_step": pushed,
                 "bytes_pulled_per_worker_per_step": self.plan.total_bytes,
                 "staleness": {
                     "median": float(np.median(values)) if len(values) else None,

@@ -4,6 +4,11 @@ The fused step uses `hvd.DistributedGradientTape`, so each gradient's allreduce 
 the backward pass has produced it and tensor fusion batches small tensors: the overlap Horovod gets
 in real use. The probe step runs the same allreduces after the whole backward pass, to time the
 exchange on its own.
+
+With `--compression topk` or `powersgd` the exchange is the compressor's
+(`archbench.compression.topk.TopKAllgather`: hvd.allgather of each worker's top-k values and
+indices; `archbench.compression.powersgd.PowerSGD`: hvd.allreduce of the factors): it needs the
+whole gradient, so the fused step runs it after the backward pass (no overlap), as the probe does.
 """
 
 from __future__ import annotations
@@ -65,6 +70,15 @@ class RingTrainer(KerasTrainer):
         super().setup()
         # Every rank built the same initial weights from the seed; broadcasting makes it a fact.
         hvd.broadcast_variables(self.model.variables, root_rank=0)
+        # top-k or PowerSGD: the compressor's exchange replaces Horovod's allreduce
+        import tensorflow as tf
+
+        from archbench.compression import CompressionSpec
+        from archbench.compression.ring import ring_compressor
+
+        spec = CompressionSpec.from_config(self.config)
+        variables = self.model.trainable_variables
+        self.compressor = ring_compressor(tf, hvd, spec, variables, hvd.size(), self.config.seed)
 
     @property
     def controller(self) -> str:
@@ -75,10 +89,14 @@ class RingTrainer(KerasTrainer):
         return "unknown"
 
     def exchange(self, grads):
+        if self.compressor is not None:
+            return self.compressor.exchange(grads)
         hvd = self.hvd
         return [hvd.allreduce(g, op=hvd.Average, compression=self.compression) for g in grads]
 
     def _build_fused_step(self):
+        if self.config.compression in ("topk", "powersgd"):
+            return super()._build_fused_step()  # compute, then the compressor's exchange
         import tensorflow as tf
 
         hvd = self.hvd
@@ -98,6 +116,12 @@ class RingTrainer(KerasTrainer):
         return list(self.hvd.allgather_object(value))
 
     def comm_stats(self, steps: int) -> dict:
+        if self.compressor is not None:
+            from archbench.compression.record import ring_stats
+
+            shapes = [tuple(map(int, v.shape)) for v in self.model.trainable_variables]
+            spec = self.compressor.spec
+            return ring_stats(spec, shapes, self.num_workers, steps, self.compressor)
         # Ring allreduce: each worker sends 2(W-1)/W of the gradient bytes per step
         # (reduce-scatter then allgather); fp16 compression halves float32 payloads.
         from archbench.models import parameter_stats

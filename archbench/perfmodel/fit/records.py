@@ -13,7 +13,7 @@ from archbench.archs import arch as architecture
 from archbench.errors import UsageError
 from archbench.perfmodel.measure.calibration import is_finite_positive
 from archbench.perfmodel.model import formulas as F
-from archbench.perfmodel.model.modelinfo import input_spec, ps_plan
+from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, shapes_only
 from archbench.perfmodel.model.predictor import StepConfig
 from archbench.perfmodel.model.units import emulated_burst_bytes
 from archbench.record import RunRecord, latest_per_run, read_lines, study_files
@@ -106,6 +106,16 @@ def _shard_plan(view: RunRecord, num_ps: int) -> Any:
         return None
 
 
+def _shapes(view: RunRecord) -> tuple | None:
+    """The shapes of the record's model's variables (PowerSGD's factors); None when the model
+    cannot be built here."""
+    shape, classes = input_spec(view.config)
+    try:
+        return shapes_only(str(view.config.get("model")), shape, classes)
+    except Exception:  # noqa: BLE001 - then PowerSGD is priced as the dense allreduce
+        return None
+
+
 def observation_from_record(record: dict[str, Any]) -> Observation | None:
     """The observation of a successful run, or None when the record cannot be used."""
     view = RunRecord(record)
@@ -132,6 +142,9 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         ps_plan=_shard_plan(view, servers) if servers else None,
         fusion_threshold_mb=config.get("fusion_threshold_mb"),
         compression=str(config.get("compression") or "none"),
+        compression_ratio=float(config.get("compression_ratio") or 0.01),
+        powersgd_rank=int(config.get("powersgd_rank") or 2),
+        variable_shapes=_shapes(view) if config.get("compression") == "powersgd" else None,
         p2p_schedule=str(config.get("p2p_schedule") or "staggered"),
         cpu_sharing_ranks=cpu_sharing_ranks(record, placement),
         link_burst_bytes=emulated_burst_bytes(view.cluster.get("link")),

@@ -9,6 +9,7 @@ import sys
 
 from archbench.bandwidth import format_bits as format_bandwidth
 from archbench.bandwidth import parse_bandwidth
+from archbench.compression import carry_problem
 from archbench.errors import UsageError
 from archbench.perfmodel.fit.fitfile import (
     DEFAULT_CALIBRATION,
@@ -17,7 +18,7 @@ from archbench.perfmodel.fit.fitfile import (
     override_compute,
 )
 from archbench.perfmodel.model import formulas as F
-from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, variable_bytes
+from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, shapes_only, variable_bytes
 from archbench.perfmodel.model.predictor import StepConfig, default_placement, predict_step
 from archbench.perfmodel.model.units import emulated_burst_bytes
 from archbench.settings import (
@@ -48,6 +49,8 @@ PREDICT_SETTINGS: dict[str, dict] = {
     "p2p_schedule": {},
     "fusion_threshold_mb": {},
     "compression": {},
+    "compression_ratio": {},
+    "powersgd_rank": {},
 }
 
 
@@ -158,9 +161,12 @@ def input_config(args: argparse.Namespace) -> dict:
 
 def build_config(args: argparse.Namespace) -> StepConfig:
     check_ranges(args)
+    problem = carry_problem(args.arch, args.compression, args.sync is not False)
+    if problem:
+        raise UsageError(problem)
     placement = default_placement(args.arch, args.workers, args.num_ps, args.placement, args.hosts)
     bandwidth = parse_bandwidth(args.bandwidth) if args.bandwidth else None
-    sizes = None
+    sizes = shapes = None
     plan = None
     if args.param_bytes is not None:
         param_bytes = float(args.param_bytes)
@@ -170,6 +176,7 @@ def build_config(args: argparse.Namespace) -> StepConfig:
         check_model_name(args.model, args.dataset)
         shape, classes = input_spec(input_config(args))
         sizes = variable_bytes(args.model, shape, classes)
+        shapes = shapes_only(args.model, shape, classes)
         param_bytes = float(sum(sizes))
         if placement.ps_hosts:
             plan = ps_plan(args.model, shape, classes, len(placement.ps_hosts), args.ps_sharding)
@@ -186,6 +193,9 @@ def build_config(args: argparse.Namespace) -> StepConfig:
         ps_plan=plan,
         fusion_threshold_mb=args.fusion_threshold_mb,
         compression=args.compression,
+        compression_ratio=args.compression_ratio,
+        powersgd_rank=args.powersgd_rank,
+        variable_shapes=shapes,
         p2p_schedule=args.p2p_schedule,
         cpu_sharing_ranks=len(placement.hosts) if args.emulated else 1,
         link_burst_bytes=emulated_burst_bytes(args.bandwidth) if args.emulated else 0.0,

@@ -50,10 +50,11 @@ def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute:
             gamma_s_per_byte=arch.gamma_s_per_byte, overlap=arch.overlap,
         )  # fmt: skip
     network = network_for(config, arch, calib)
-    message = float(config.param_bytes)
-    wire = message / 2 if config.compression == "fp16" else message
+    wire = ring_wire_bytes(config)
     threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
     buffers = F.fusion_buffers(wire, threshold)
+    if config.compression == "powersgd":
+        buffers = max(buffers, 2)  # P, then Q: two rounds of allreduce
     parts = F.ring_allreduce_placed_parts(wire, workers, network, arch.gamma_s_per_byte, buffers)
     return _overlapped(
         parts, compute, arch, {"ring_link_factor": stretch, "fusion_buffers": buffers}
@@ -66,7 +67,9 @@ def p2p_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: 
         return single_cost(config, arch, calib, compute)
     network = network_for(config, arch, calib)
     message = float(config.param_bytes)
-    parts = F.p2p_exchange_placed_parts(message, workers, network, 1.0, arch.gamma_s_per_byte)
+    parts = F.p2p_exchange_placed_parts(
+        message, workers, network, 1.0, arch.gamma_s_per_byte, sparse_push_bytes(config)
+    )
     return _overlapped(parts, compute, arch)
 
 
@@ -74,8 +77,10 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
     # the software overhead is the server's time per tensor request, not link latency
     network = network_for(config, arch, calib, overhead_per_message=False)
     shards, counts = ps_shards(config)
+    pushed = sparse_push_bytes(config) if config.sync else None
+    push = None if pushed is None else [pushed * s / sum(shards) for s in shards]
     ps = F.ps_placed(
-        shards, config.placement, network, arch.gamma_s_per_byte, arch.alpha_s, counts,
+        shards, config.placement, network, arch.gamma_s_per_byte, arch.alpha_s, counts, push,
     )  # fmt: skip
     busiest = max(range(len(shards)), key=lambda k: (shards[k], k))
     workers = config.num_workers
@@ -101,6 +106,51 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
     else:
         parts = {F.LINK: own_exposed}
     return StepCost(comm, step - compute, step, terms, parts)
+
+
+def _spec(config: StepConfig):
+    from archbench.compression import CompressionSpec
+
+    return CompressionSpec(
+        config.compression or "none", config.compression_ratio, config.powersgd_rank
+    )
+
+
+def ring_wire_bytes(config: StepConfig) -> float:
+    """The message the ring's allreduce formula is priced with: the gradient bytes, halved by
+    fp16; PowerSGD's factors and dense vectors (the gradient where the shapes are unknown);
+    for top-k the allreduce moving the same bytes per worker as the allgather of k values and
+    indices from each of W workers, (W-1) x 8k = 2(W-1)/W x (W x 8k / 2)."""
+    from archbench.compression import VALUE_BYTES, powersgd_payload
+
+    message = float(config.param_bytes)
+    spec = _spec(config)
+    if spec.method == "fp16":
+        return message / 2
+    if spec.method == "topk":
+        workers = len(config.placement.worker_hosts)
+        kept = spec.kept(0, int(message // VALUE_BYTES))
+        return workers * kept * 8 / 2
+    if spec.method == "powersgd" and config.variable_shapes:
+        payload = powersgd_payload(list(config.variable_shapes), spec.rank)
+        return float(sum(payload.values()) * VALUE_BYTES)
+    return message
+
+
+def sparse_push_bytes(config: StepConfig) -> float | None:
+    """Top-k's gradient bytes one worker sends per step in p2p (k values and int32 indices,
+    less the share that falls in its own shard) and ps (k values and int64 indices); None for
+    a dense push."""
+    from archbench.compression import INDEX_BYTES, PS_INDEX_BYTES, VALUE_BYTES
+
+    spec = _spec(config)
+    if spec.method != "topk":
+        return None
+    kept = spec.kept(0, int(float(config.param_bytes) // VALUE_BYTES))
+    if config.arch == "ps":
+        return float(kept * (VALUE_BYTES + PS_INDEX_BYTES))
+    workers = len(config.placement.worker_hosts)
+    return kept * (VALUE_BYTES + INDEX_BYTES) * (workers - 1) / workers
 
 
 def fit_key(config: StepConfig) -> str:

@@ -293,11 +293,14 @@ def p2p_exchange_placed_s(
     network: Network,
     contention: float = 1.0,
     gamma_s_per_byte: float = 0.0,
+    gradient_bytes: float | None = None,
 ) -> float:
     """Sharded exchange with placement: phase 1 every worker sends M/W to each owner, phase 2
-    every owner sends its M/W shard to each peer; each phase is bounded by the busiest link."""
+    every owner sends its M/W shard to each peer; each phase is bounded by the busiest link.
+    `gradient_bytes`: what phase 1 sends in all per worker when it is not the shards (top-k),
+    spread evenly over the other owners."""
     parts = p2p_exchange_placed_parts(
-        message_bytes, worker_hosts, network, contention, gamma_s_per_byte
+        message_bytes, worker_hosts, network, contention, gamma_s_per_byte, gradient_bytes
     )
     return sum(parts.values())
 
@@ -308,16 +311,24 @@ def p2p_exchange_placed_parts(
     network: Network,
     contention: float = 1.0,
     gamma_s_per_byte: float = 0.0,
+    gradient_bytes: float | None = None,
 ) -> dict[str, float]:
     """The sharded exchange's time split into LATENCY, LINK and HOST (as the ring's)."""
     w = len(worker_hosts)
     if w <= 1:
         return {LATENCY: 0.0, LINK: 0.0, HOST: 0.0}
-    shard = message_bytes / w
-    flows = [
-        (worker_hosts[i], worker_hosts[j], shard) for i in range(w) for j in range(w) if i != j
-    ]
-    both_phases = phase_s(flows, network, repeats=2)
+
+    def flows(each: float) -> list[tuple[str, str, float]]:
+        return [
+            (worker_hosts[i], worker_hosts[j], each) for i in range(w) for j in range(w) if i != j
+        ]
+
+    if gradient_bytes is None:
+        both_phases = phase_s(flows(message_bytes / w), network, repeats=2)
+    else:
+        both_phases = phase_s(flows(gradient_bytes / (w - 1)), network) + phase_s(
+            flows(message_bytes / w), network
+        )
     alpha = network.inter.alpha_s if _crosses_hosts(worker_hosts) else network.intra.alpha_s
     return {
         LATENCY: 2 * (w - 1) * alpha,
@@ -346,6 +357,7 @@ def ps_placed(
     gamma_s_per_byte: float = 0.0,
     per_request_s: float = 0.0,
     variables_per_ps: Sequence[int] | None = None,
+    push_bytes_per_ps: Sequence[float] | None = None,
 ) -> PsComm:
     """Push phase: worker w sends shard k to PS k; pull phase: PS k sends shard k back.
 
@@ -354,7 +366,8 @@ def ps_placed(
     per_request_s is the time per tensor request (TensorFlow moves each variable, or each
     shard of one, in its own RecvTensor call): PS k serves 2 * W * n_k of them per step and
     each worker issues 2 * sum_k n_k, one after another in the worst case, so the larger of
-    the two adds to the step and to the bottleneck demand.
+    the two adds to the step and to the bottleneck demand. `push_bytes_per_ps`: what a worker
+    pushes to each PS when it is not the shard (top-k's sparse pushes); pulls stay the shards.
     """
     ps_hosts = placement.ps_hosts
     worker_hosts = placement.worker_hosts
@@ -363,10 +376,11 @@ def ps_placed(
     if not worker_hosts:
         raise ValueError("a PS placement needs at least one worker")
     counts = list(variables_per_ps) if variables_per_ps else [1] * len(ps_hosts)
-    push = [
-        (w, p, s) for w in worker_hosts for p, s in zip(ps_hosts, message_bytes_per_ps, strict=True)
+    pushed = list(push_bytes_per_ps) if push_bytes_per_ps is not None else message_bytes_per_ps
+    pull = [
+        (p, w, s) for w in worker_hosts for p, s in zip(ps_hosts, message_bytes_per_ps, strict=True)
     ]
-    pull = [(p, w, s) for (w, p, s) in push]
+    push = [(w, p, s) for w in worker_hosts for p, s in zip(ps_hosts, pushed, strict=True)]
     remote_alpha = (
         network.inter.alpha_s
         if any(w != p for w in worker_hosts for p in ps_hosts)
@@ -394,8 +408,8 @@ def ps_placed(
     # One worker alone: the slowest worker's own traffic with nobody else on the links.
     own = 0.0
     for w in sorted(set(worker_hosts)):
-        mine = [(w, p, s) for p, s in zip(ps_hosts, message_bytes_per_ps, strict=True)]
-        back = [(p, w, s) for (w, p, s) in mine]
+        mine = [(w, p, s) for p, s in zip(ps_hosts, pushed, strict=True)]
+        back = [(p, w, s) for p, s in zip(ps_hosts, message_bytes_per_ps, strict=True)]
         own = max(own, phase_s(mine, network) + phase_s(back, network))
     own += 2 * remote_alpha + max(message_bytes_per_ps) * gamma_s_per_byte
     own += 2 * sum(counts) * per_request_s

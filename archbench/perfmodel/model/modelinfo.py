@@ -57,6 +57,11 @@ def variable_shapes(
     )
 
 
+def shapes_only(model: str, input_shape: tuple[int, ...], num_classes: int) -> tuple:
+    """The shape of each trainable variable, in creation order (what PowerSGD factors)."""
+    return tuple(shape for shape, _ in variable_shapes(model, input_shape, num_classes))
+
+
 def variable_bytes(model: str, input_shape: tuple[int, ...], num_classes: int) -> tuple[float, ...]:
     """Byte size of each trainable variable, in creation order."""
     sizes = []

@@ -76,6 +76,10 @@ class StepConfig:
     ps_plan: Any = None
     fusion_threshold_mb: float | None = None
     compression: str = "none"
+    compression_ratio: float = 0.01  # topk
+    powersgd_rank: int = 2
+    # shape of each trainable variable (PowerSGD's factors follow them); None: unknown
+    variable_shapes: tuple[tuple[int, ...], ...] | None = None
     p2p_schedule: str = "staggered"
     cpu_sharing_ranks: int = 1  # processes sharing this worker's cores (itself included)
     link_burst_bytes: float = 0.0  # the emulated links' token bucket (0 on real links)

@@ -17,7 +17,13 @@ from archbench.archs import arch as architecture
 from archbench.bandwidth import parse_bandwidth
 from archbench.perfmodel.measure.calibration import Calibration, is_finite_positive
 from archbench.perfmodel.model import formulas as F
-from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, steps_per_epoch, variable_bytes
+from archbench.perfmodel.model.modelinfo import (
+    input_spec,
+    ps_plan,
+    shapes_only,
+    steps_per_epoch,
+    variable_bytes,
+)
 from archbench.perfmodel.model.predictor import ModelParams, StepConfig, predict_step
 from archbench.perfmodel.model.units import emulated_burst_bytes
 
@@ -92,6 +98,11 @@ def step_config_for(
         ps_plan=plan,
         fusion_threshold_mb=config.get("fusion_threshold_mb"),
         compression=str(config.get("compression", "none")),
+        compression_ratio=float(config.get("compression_ratio", 0.01)),
+        powersgd_rank=int(config.get("powersgd_rank", 2)),
+        variable_shapes=shapes_only(model, shape, classes)
+        if config.get("compression") == "powersgd"
+        else None,
         p2p_schedule=str(config.get("p2p_schedule", "staggered")),
         cpu_sharing_ranks=sharing,
         link_burst_bytes=emulated_burst_bytes(bandwidth) if shared_machine else 0.0,

@@ -1,0 +1,45 @@
+"""Sparse gradient shards for p2p top-k: cutting a selection by owner, packing a message, and
+the owner's dense average.
+
+A worker's top-k selection (indices ascending over the flat vector, values) is cut at the shard
+bounds; the part an owner holds travels to it as one message of int32 words: the m values'
+float32 bits, then the m indices relative to the owner's shard (8 m bytes; m may be 0). The
+owner sums the W contributions to its shard in rank order (its own included) into a dense
+vector and divides by W: with every entry kept this is bit for bit the dense exchange's
+average.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def owner_slices(indices: np.ndarray, bounds: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """For each owner's [start, stop) range, the [first, last) positions of `indices` (sorted
+    ascending) that fall in it."""
+    starts = np.searchsorted(indices, [start for start, _ in bounds], side="left")
+    stops = np.searchsorted(indices, [stop for _, stop in bounds], side="left")
+    return [(int(a), int(b)) for a, b in zip(starts, stops)]
+
+
+def pack(values: np.ndarray, local_indices: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """values' float32 bits then the indices, in `out` (int32, at least 2 m long): the message."""
+    m = len(values)
+    out[:m] = values.view(np.int32)
+    out[m : 2 * m] = local_indices
+    return out[: 2 * m]
+
+
+def unpack(message: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray]:
+    """(local indices, values) of a message of `words` int32 words."""
+    m = words // 2
+    return message[m : 2 * m], message[:m].view(np.float32)
+
+
+def sparse_mean(contributions: list[tuple[np.ndarray, np.ndarray]], out: np.ndarray) -> None:
+    """`out` = the sum of the (indices, values) contributions in the order given (rank order),
+    divided by their number. Indices are unique within one contribution."""
+    out.fill(0.0)
+    for indices, values in contributions:
+        out[indices] += values
+    np.divide(out, np.float32(len(contributions)), out=out)
