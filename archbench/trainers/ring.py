@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from archbench.localsgd import AVERAGE, SYNC
 from archbench.trainers.base import KerasTrainer
 
 # Open MPI's coll/tuned allreduce algorithms: 4 is the ring (reduce-scatter, then allgather).
@@ -94,6 +95,13 @@ class RingTrainer(KerasTrainer):
 
         return step
 
+    def average_parameters(self) -> None:
+        # --sync-every: the parameters themselves are averaged, uncompressed (fp16 would round
+        # the weights, not only their update); --compression applies to the gradient steps only
+        hvd = self.hvd
+        for variable in self.model.trainable_variables:
+            variable.assign(hvd.allreduce(variable.read_value(), op=hvd.Average))
+
     def allgather_object(self, value) -> list:
         return list(self.hvd.allgather_object(value))
 
@@ -103,10 +111,28 @@ class RingTrainer(KerasTrainer):
         from archbench.models import parameter_stats
 
         workers = self.num_workers
-        gradient_bytes = parameter_stats(self.model)["param_bytes"]
+        param_bytes = parameter_stats(self.model)["param_bytes"]
+        gradient_bytes = param_bytes
         if self.config.compression == "fp16":
             gradient_bytes //= 2
         per_step = int(round(2 * (workers - 1) / workers * gradient_bytes)) if workers > 1 else 0
+        averages = self.steps_by_kind.get(AVERAGE, 0)
+        if self.schedule.local_steps:
+            # --sync-every: gradient allreduces on the synchronous steps, uncompressed parameter
+            # allreduces on the averaging steps, nothing on the local ones
+            per_average = (
+                int(round(2 * (workers - 1) / workers * param_bytes)) if workers > 1 else 0
+            )
+            total = per_step * self.steps_by_kind.get(SYNC, 0) + per_average * averages
+            per_step = int(round(total / steps)) if steps else 0
+            return {
+                "bytes_sent_per_step": per_step,
+                "bytes_received_per_step": per_step,
+                "bytes_total": total,
+                "bytes_method": "analytic: ring allreduce, 2(W-1)/W x gradient bytes per "
+                "synchronous step and 2(W-1)/W x parameter bytes per averaging step, "
+                "averaged over every step",
+            }
         return {
             "bytes_sent_per_step": per_step,
             "bytes_received_per_step": per_step,
