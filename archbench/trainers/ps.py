@@ -22,6 +22,7 @@ import numpy as np
 
 from archbench.errors import RunFailed, UsageError
 from archbench.launch import threads_per_process
+from archbench.localsgd import AVERAGE, SYNC
 from archbench.ps.cluster_spec import (
     ClusterLayout,
     layout_from_tf_config,
@@ -65,6 +66,8 @@ class PSTrainer(Trainer):
         self._serve_facts: dict = {}
         self._setup_s: float | None = None
         self._waited_for_chief = False
+        self._averagings = 0  # --sync-every: averaging exchanges done (their accumulator step)
+        self._momentum_pulled = False
 
     # --- roles -------------------------------------------------------------------------------
     @property
@@ -181,6 +184,7 @@ class PSTrainer(Trainer):
             sync=config.sync,
             lr=config.lr,
             momentum=config.momentum,
+            local_steps=self.schedule.local_steps,
         )
         self.plan = self.graph.plan
         # The eager copy: the seed's initial values (the same as every other architecture's) and
@@ -239,6 +243,8 @@ class PSTrainer(Trainer):
         self._steps += 1
 
     def train_step(self, x, y) -> float:
+        if self.step_kind != SYNC:
+            return self._local_step(x, y)
         graph = self.graph
         ops = graph.fused
         loss, update_step, pulled_step = self._exchange(
@@ -253,8 +259,62 @@ class PSTrainer(Trainer):
         # overwrites the gradient buffers, which the next probe fills again before it pushes
         self._run(self.graph.compute_into_buffers, "compute window", self._feed(x, y))
 
+    # --- local steps (--sync-every > 1) --------------------------------------------------------
+    def _start_local_steps(self) -> None:
+        """At the first local step after synchronous warm-up steps, the servers' momentum becomes
+        this worker's own (before any, both are zero)."""
+        if self._steps > 0 and not self._momentum_pulled:
+            self._run(self.graph.local.pull_momentum, "pulling the servers' momentum")
+            self._momentum_pulled = True
+
+    def _local_step(self, x, y) -> float:
+        self._start_local_steps()
+        local = self.graph.local
+        feed = self._feed(x, y)
+        if self.step_kind != AVERAGE:
+            loss, _ = self._run(
+                [self.graph.loss, local.fused], f"training step {self._steps}", feed
+            )
+            self._steps += 1
+            return float(loss)
+        ops = local.average_fused
+        feed[self.graph.local_step] = self._averagings
+        loss, update_step, pulled_step = self._exchange(
+            [self.graph.loss, ops.update_step, ops.pulled_step, ops.run],
+            f"training step {self._steps} (averaging)",
+            feed,
+        )
+        self._averagings += 1
+        self._account(update_step, pulled_step)
+        return float(loss)
+
+    def _local_exchange(self) -> None:
+        """Phase 2 of a local or averaging probe (the gradient is in the buffers)."""
+        self._start_local_steps()
+        local = self.graph.local
+        if self.step_kind != AVERAGE:
+            self._run(local.probe, f"training step {self._steps} (local update)")
+            self._steps += 1
+            return
+        ops = local.average_probe
+        _, update_step, pulled_step = self._exchange(
+            [ops.run, ops.update_step, ops.pulled_step, ops.run],
+            f"training step {self._steps} (averaging)",
+            {self.graph.local_step: self._averagings},
+        )
+        self._averagings += 1
+        self._account(update_step, pulled_step)
+
     def probe_step(self, x, y) -> tuple[float, float, float]:
         graph = self.graph
+        if self.step_kind != SYNC:
+            feed = self._feed(x, y)
+            start = time.perf_counter()
+            loss = self._run(graph.compute_into_buffers, f"training step {self._steps}", feed)
+            computed = time.perf_counter()
+            self._local_exchange()
+            done = time.perf_counter()
+            return float(loss), computed - start, done - computed
         ops = graph.probe_exchange
         feed = self._feed(x, y)
         start = time.perf_counter()
@@ -384,9 +444,29 @@ class PSTrainer(Trainer):
                 MPI.Finalize()
 
     # --- what the record says ----------------------------------------------------------------
+    def _exchanges(self) -> int:
+        """Steps that pushed and pulled (every step unless --sync-every > 1)."""
+        return self.steps_by_kind.get(SYNC, 0) + self.steps_by_kind.get(AVERAGE, 0)
+
     def comm_stats(self, steps: int) -> dict:
         pushed = self.plan.total_bytes  # one dense gradient per step
         pulled = self.plan.total_bytes  # one fresh copy of every shard per step
+        if self.schedule.local_steps:
+            # a gradient (synchronous step) or a parameter change (averaging step) pushed, the
+            # parameters pulled; local steps move nothing; plus the servers' momentum pulled
+            # once where local steps followed synchronous ones
+            exchanged = self._exchanges()
+            sent = pushed * exchanged
+            received = pulled * exchanged + (self.plan.total_bytes if self._momentum_pulled else 0)
+            return {
+                "bytes_sent_per_step": round(sent / steps) if steps else 0,
+                "bytes_received_per_step": round(received / steps) if steps else 0,
+                "bytes_total": sent,
+                "bytes_received_total": received,
+                "bytes_method": "analytic: each worker pushes every shard's gradient (synchronous "
+                "step) or parameter change (averaging step) and pulls every shard once per "
+                "step that communicates (dense float32), averaged over every step",
+            }
         return {
             "bytes_sent_per_step": pushed,
             "bytes_received_per_step": pulled,
@@ -404,22 +484,33 @@ class PSTrainer(Trainer):
         for report in self._reports:
             staleness.update({int(k): v for k, v in report["staleness"].items()})
         values = np.repeat(list(staleness.keys()), list(staleness.values()))
+        # --sync-every > 1: the per-step bytes below average over every step, local ones included
+        exchanged, steps = self._exchanges(), self._steps
+
+        def per_step(count: int) -> int:
+            if not self.schedule.local_steps or exchanged == steps or not steps:
+                return count
+            return round(count * exchanged / steps)
+
         return {
             "controller": "grpc",
             "ps": {
                 "mode": "sync" if self.config.sync else "async",
                 # sync: momentum on the servers at lr on the average gradient; async: each worker's
-                # own momentum at lr / W (their sum is the synchronous update)
-                "momentum_on": "servers" if self.config.sync else "workers",
+                # own momentum at lr / W (their sum is the synchronous update); --sync-every > 1:
+                # each worker's own momentum in local steps, the servers' in the warm-up steps
+                "momentum_on": "workers"
+                if self.schedule.local_steps or not self.config.sync
+                else "servers",
                 "update_lr": self.config.lr if self.config.sync else self.config.lr / workers,
                 "cluster_spec": {**self.layout.tf_cluster(), "source": self.layout.source},
                 "sharding": self.plan.summary(),
                 "bytes_held_per_server": held,
                 "optimizer_bytes_per_server": held if self.config.sync else [0] * len(held),
-                "bytes_served_per_server_per_step": [workers * b for b in held],
-                "bytes_received_per_server_per_step": [workers * b for b in held],
-                "bytes_pushed_per_worker_per_step": self.plan.total_bytes,
-                "bytes_pulled_per_worker_per_step": self.plan.total_bytes,
+                "bytes_served_per_server_per_step": [per_step(workers * b) for b in held],
+                "bytes_received_per_server_per_step": [per_step(workers * b) for b in held],
+                "bytes_pushed_per_worker_per_step": per_step(self.plan.total_bytes),
+                "bytes_pulled_per_worker_per_step": per_step(self.plan.total_bytes),
                 "staleness": {
                     "median": float(np.median(values)) if len(values) else None,
                     "max": int(values.max()) if len(values) else None,
