@@ -15,7 +15,15 @@ from archbench.perfmodel.measure.calibration import ComputeLine
 from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, variable_bytes
 from archbench.perfmodel.model.predictor import StepConfig, default_placement, predict_step
 from archbench.perfmodel.model.units import emulated_burst_bytes
-from archbench.settings import ALL, SERVER_PLACEMENTS, SETTINGS, LevelError, Setting, add_flag
+from archbench.settings import (
+    ALL,
+    SERVER_PLACEMENTS,
+    SETTINGS,
+    LevelError,
+    Setting,
+    add_flag,
+    combination_problem,
+)
 
 # setting -> what predict asks differently from training (argparse keywords)
 PREDICT_SETTINGS: dict[str, dict] = {
@@ -33,6 +41,7 @@ PREDICT_SETTINGS: dict[str, dict] = {
     "p2p_schedule": {},
     "fusion_threshold_mb": {},
     "compression": {},
+    "sync_every": {},
 }
 
 
@@ -117,6 +126,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def build_config(args: argparse.Namespace) -> StepConfig:
     check_ranges(args)
+    problem = combination_problem(
+        {"arch": args.arch, "sync": args.sync, "sync_every": args.sync_every}
+    )
+    if problem:
+        raise UsageError(problem)
     placement = default_placement(args.arch, args.workers, args.num_ps, args.placement, args.hosts)
     bandwidth = parse_bandwidth(args.bandwidth) if args.bandwidth else None
     sizes = None
@@ -148,6 +162,7 @@ def build_config(args: argparse.Namespace) -> StepConfig:
         p2p_schedule=args.p2p_schedule,
         cpu_sharing_ranks=len(placement.hosts) if args.emulated else 1,
         link_burst_bytes=emulated_burst_bytes(args.bandwidth) if args.emulated else 0.0,
+        sync_every=args.sync_every or 1,
     )
 
 
@@ -169,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
                 "param_bytes": config.param_bytes,
                 "bandwidth_bits": config.bandwidth_bits,
                 "sync": config.sync,
+                "sync_every": config.sync_every,
                 "hosts": list(config.placement.hosts),
                 "roles": list(config.placement.roles),
             },
