@@ -57,6 +57,18 @@ def test_comm_record_counts_steps_and_bytes_per_exchanging_step():
     }
 
 
+def test_a_record_written_before_the_setting_reads_as_synchronizing_every_step():
+    from archbench.record.schema import migrate
+
+    ring = migrate({"schema": "archbench.run/2", "config": {"arch": "ring"}})
+    assert ring["config"]["sync_every"] == 1 and ring["config"]["sync_every_warmup_steps"] == 0
+    single = migrate({"schema": "archbench.run/2", "config": {"arch": "single"}})
+    assert single["config"]["sync_every"] is None
+    assert single["config"]["sync_every_warmup_steps"] is None
+    local = migrate({"schema": "archbench.run/2", "config": {"arch": "p2p", "sync_every": 4}})
+    assert local["config"]["sync_every"] == 4 and "sync_every_warmup_steps" not in local["config"]
+
+
 def test_amortized_step_weighs_each_kind_by_the_steps_that_ran():
     result = LoopResult(
         steps=16,
