@@ -451,28 +451,36 @@ class PSTrainer(Trainer):
     def comm_stats(self, steps: int) -> dict:
         pushed = self.plan.total_bytes  # one dense gradient per step
         pulled = self.plan.total_bytes  # one fresh copy of every shard per step
-        if self.schedule.local_steps:
-            # a gradient (synchronous step) or a parameter change (averaging step) pushed, the
-            # parameters pulled; local steps move nothing; plus the servers' momentum pulled
-            # once where local steps followed synchronous ones
-            exchanged = self._exchanges()
-            sent = pushed * exchanged
-            received = pulled * exchanged + (self.plan.total_bytes if self._momentum_pulled else 0)
-            return {
-                "bytes_sent_per_step": round(sent / steps) if steps else 0,
-                "bytes_received_per_step": round(received / steps) if steps else 0,
-                "bytes_total": sent,
-                "bytes_received_total": received,
-                "bytes_method": "analytic: each worker pushes every shard's gradient (synchronous "
-                "step) or parameter change (averaging step) and pulls every shard once per "
-                "step that communicates (dense float32), averaged over every step",
-            }
-        return {
+        stats = {
             "bytes_sent_per_step": pushed,
             "bytes_received_per_step": pulled,
             "bytes_total": pushed * steps,
             "bytes_method": "analytic: each worker pushes every shard's gradient and pulls every "
             "shard once per step (dense float32)",
+        }
+        if self.schedule.local_steps:
+            stats = self._with_local_steps(stats, steps)
+        return stats
+
+    def _with_local_steps(self, synchronous: dict, steps: int) -> dict:
+        """--sync-every > 1: the synchronous steps push and pull as counted above; an averaging
+        step pushes every shard's parameter change and pulls every shard (dense float32); local
+        steps move nothing; where local steps followed synchronous ones each worker also pulled
+        the servers' momentum once. Per step = over every step."""
+        changes = pulled = self.plan.total_bytes
+        syncs, averages = self.steps_by_kind.get(SYNC, 0), self.steps_by_kind.get(AVERAGE, 0)
+        sent = synchronous["bytes_sent_per_step"] * syncs + changes * averages
+        received = synchronous["bytes_received_per_step"] * syncs + pulled * averages
+        received += self.plan.total_bytes if self._momentum_pulled else 0
+        return {
+            **synchronous,
+            "bytes_sent_per_step": round(sent / steps) if steps else 0,
+            "bytes_received_per_step": round(received / steps) if steps else 0,
+            "bytes_total": sent,
+            "bytes_received_total": received,
+            "bytes_method": synchronous["bytes_method"] + " on synchronous steps; every shard's "
+            "parameter change pushed and every shard pulled on averaging steps; averaged over "
+            "every step",
         }
 
     def extra_record(self) -> dict:

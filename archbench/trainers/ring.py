@@ -111,33 +111,39 @@ class RingTrainer(KerasTrainer):
         from archbench.models import parameter_stats
 
         workers = self.num_workers
-        param_bytes = parameter_stats(self.model)["param_bytes"]
-        gradient_bytes = param_bytes
+        gradient_bytes = parameter_stats(self.model)["param_bytes"]
         if self.config.compression == "fp16":
             gradient_bytes //= 2
         per_step = int(round(2 * (workers - 1) / workers * gradient_bytes)) if workers > 1 else 0
-        averages = self.steps_by_kind.get(AVERAGE, 0)
-        if self.schedule.local_steps:
-            # --sync-every: gradient allreduces on the synchronous steps, uncompressed parameter
-            # allreduces on the averaging steps, nothing on the local ones
-            per_average = (
-                int(round(2 * (workers - 1) / workers * param_bytes)) if workers > 1 else 0
-            )
-            total = per_step * self.steps_by_kind.get(SYNC, 0) + per_average * averages
-            per_step = int(round(total / steps)) if steps else 0
-            return {
-                "bytes_sent_per_step": per_step,
-                "bytes_received_per_step": per_step,
-                "bytes_total": total,
-                "bytes_method": "analytic: ring allreduce, 2(W-1)/W x gradient bytes per "
-                "synchronous step and 2(W-1)/W x parameter bytes per averaging step, "
-                "averaged over every step",
-            }
-        return {
+        stats = {
             "bytes_sent_per_step": per_step,
             "bytes_received_per_step": per_step,
             "bytes_total": per_step * steps,
             "bytes_method": "analytic: ring allreduce, 2(W-1)/W x gradient bytes",
+        }
+        if self.schedule.local_steps:
+            stats = self._with_local_steps(stats, steps)
+        return stats
+
+    def _with_local_steps(self, synchronous: dict, steps: int) -> dict:
+        """--sync-every > 1: the gradient allreduce (as counted above) on the synchronous steps,
+        an uncompressed allreduce of the parameters on the averaging steps, nothing on the local
+        ones; per step = over every step."""
+        from archbench.models import parameter_stats
+
+        workers = self.num_workers
+        param_bytes = parameter_stats(self.model)["param_bytes"]
+        per_average = int(round(2 * (workers - 1) / workers * param_bytes)) if workers > 1 else 0
+        total = synchronous["bytes_sent_per_step"] * self.steps_by_kind.get(SYNC, 0)
+        total += per_average * self.steps_by_kind.get(AVERAGE, 0)
+        per_step = int(round(total / steps)) if steps else 0
+        return {
+            **synchronous,
+            "bytes_sent_per_step": per_step,
+            "bytes_received_per_step": per_step,
+            "bytes_total": total,
+            "bytes_method": synchronous["bytes_method"] + " per synchronous step; 2(W-1)/W x "
+            "parameter bytes per averaging step (uncompressed); averaged over every step",
         }
 
     def extra_record(self) -> dict:
