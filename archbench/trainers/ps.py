@@ -67,6 +67,7 @@ class PSTrainer(Trainer):
         self._setup_s: float | None = None
         self._waited_for_chief = False
         self._averagings = 0  # --sync-every: averaging exchanges done (their accumulator step)
+        self._local_started = False
         self._momentum_pulled = False
 
     # --- roles -------------------------------------------------------------------------------
@@ -261,9 +262,12 @@ class PSTrainer(Trainer):
 
     # --- local steps (--sync-every > 1) --------------------------------------------------------
     def _start_local_steps(self) -> None:
-        """At the first local step after synchronous warm-up steps, the servers' momentum becomes
-        this worker's own (before any, both are zero)."""
-        if self._steps > 0 and not self._momentum_pulled:
+        """At the first local step (only then), after synchronous warm-up steps, the servers'
+        momentum becomes this worker's own (without warm-up steps both are zero)."""
+        if self._local_started:
+            return
+        self._local_started = True
+        if self._steps > 0:
             self._run(self.graph.local.pull_momentum, "pulling the servers' momentum")
             self._momentum_pulled = True
 
