@@ -9,7 +9,11 @@ Timing rules (the numbers users compare):
   warm-up steps carry one-off tracing and connection set-up: `warmup_s`);
 - a step whose loss is not finite, or final parameters that are not, end the run as Diverged;
 - synthetic data is evaluated only when asked (--eval-every or --eval-samples): its labels are
-  random, so its accuracy says nothing.
+  random, so its accuracy says nothing;
+- with --sync-every H > 1 the loop tells the trainer the kind of each step (`archbench.localsgd`:
+  sync, local, average) and keeps each timed step's kind: local steps are cheaper than averaging
+  steps, so the step median alone would miss the exchange; `step_s_amortized` weighs each kind's
+  median by how many steps of that kind ran after warm-up, and the throughput is computed from it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from archbench.config import TrainConfig
 from archbench.data import ArrayDataset, BatchPlan, SyntheticData, test_batches, train_batches
 from archbench.errors import Diverged
 from archbench.launch import compute_window_s
+from archbench.localsgd import SyncSchedule
 from archbench.models import global_norm, parameter_digest
 from archbench.trainers.base import Trainer
 
@@ -42,6 +47,11 @@ class LoopResult:
     compute_passes: list[int] = field(default_factory=list)  # passes per probe's compute phase
     compute_window_s: float = 0.0
     exchange_times: list[float] = field(default_factory=list)
+    # the kind (archbench.localsgd) of each entry of step_times, of compute/exchange_times, and
+    # how many steps of each kind ran after warm-up (timed and probe steps alike)
+    step_kinds: list[str] = field(default_factory=list)
+    probe_kinds: list[str] = field(default_factory=list)
+    timed_kinds: dict[str, int] = field(default_factory=dict)
     evaluations: list[dict] = field(default_factory=list)
     last_loss: float | None = None
     final_loss: float | None = None
@@ -122,6 +132,7 @@ def run_training(
     """Trains this worker; the chief also evaluates. Every worker runs the same step sequence."""
     plan = BatchPlan(data.train_size, config.batch_size, trainer.num_workers, config.seed)
     total_steps, epochs = schedule(config, plan)
+    sync = SyncSchedule.for_config(config, total_steps)
     result = LoopResult(compute_window_s=compute_window_s(config.compute_window_ms))
     with_test = evaluates(config, data)
     eval_batch = (
@@ -173,6 +184,10 @@ def run_training(
         for x, y in batches:
             if result.first_step_at is None:
                 result.first_step_at = time.time()
+            kind = sync.kind(step)
+            trainer.begin_step(kind)
+            if step >= config.warmup_steps:
+                result.timed_kinds[kind] = result.timed_kinds.get(kind, 0) + 1
             if is_probe(step, config):
                 start = time.perf_counter()
                 loss, compute_s, exchange_s = trainer.probe_step(x, y)
@@ -185,12 +200,14 @@ def run_training(
                     result.compute_passes.append(passes)
                     result.compute_times.append(compute_s)
                     result.exchange_times.append(exchange_s)
+                    result.probe_kinds.append(kind)
             else:
                 start = time.perf_counter()
                 loss = trainer.train_step(x, y)
                 elapsed = time.perf_counter() - start
                 if step >= config.warmup_steps:
                     result.step_times.append(elapsed)
+                    result.step_kinds.append(kind)
             if step < config.warmup_steps:
                 # One-off costs (tracing, connection set-up) are reported apart from training time.
                 result.warmup_s += elapsed
@@ -219,16 +236,52 @@ def quantile(values: list[float], q: float) -> float | None:
     return float(np.quantile(values, q)) if values else None
 
 
+def _of_kind(values: list[float], kinds: list[str], kind: str) -> list[float]:
+    return [value for value, its in zip(values, kinds) if its == kind]
+
+
+def amortized_step(result: LoopResult) -> tuple[float | None, dict, dict]:
+    """(step seconds weighed over the kinds of step that ran after warm-up, median step per
+    kind, median exchange phase per kind). With one kind (every run but --sync-every > 1) the
+    step is the median itself. A kind none of whose steps was timed (each of them a probe) is
+    priced at its probes' compute + exchange medians."""
+    step_median = quantile(result.step_times, 0.5)
+    counts = {kind: n for kind, n in result.timed_kinds.items() if n}
+    if len(counts) <= 1:
+        return step_median, {}, {}
+    by_kind, comm_by_kind = {}, {}
+    for kind in counts:
+        steps = _of_kind(result.step_times, result.step_kinds, kind)
+        compute = quantile(_of_kind(result.compute_times, result.probe_kinds, kind), 0.5)
+        exchange = quantile(_of_kind(result.exchange_times, result.probe_kinds, kind), 0.5)
+        comm_by_kind[kind] = exchange
+        if steps:
+            by_kind[kind] = quantile(steps, 0.5)
+        elif compute is not None and exchange is not None:
+            by_kind[kind] = compute + exchange
+        else:
+            by_kind[kind] = None
+    if any(value is None for value in by_kind.values()):
+        return step_median, by_kind, comm_by_kind
+    amortized = sum(counts[kind] * by_kind[kind] for kind in counts) / sum(counts.values())
+    return amortized, by_kind, comm_by_kind
+
+
 def step_statistics(result: LoopResult, global_batch: int, warmup_steps: int) -> dict:
     """The `timing` fields derived from the per-step times (medians and spread)."""
 
     step_median = quantile(result.step_times, 0.5)
+    # --sync-every > 1: the step over a whole round of local and averaging steps
+    step_amortized, step_by_kind, comm_by_kind = amortized_step(result)
     compute_median = quantile(result.compute_times, 0.5)
     exchange_median = quantile(result.exchange_times, 0.5)
     exposed = None
-    if step_median is not None and compute_median is not None:
-        exposed = max(0.0, step_median - compute_median)
+    if step_amortized is not None and compute_median is not None:
+        exposed = max(0.0, step_amortized - compute_median)
     timed = result.step_times
+    by_kind = {}
+    if step_by_kind:
+        by_kind = {"step_s_median_by_kind": step_by_kind, "comm_s_median_by_kind": comm_by_kind}
     return {
         "step_s_median": step_median,
         "step_s_p10": quantile(timed, 0.1),
@@ -242,7 +295,9 @@ def step_statistics(result: LoopResult, global_batch: int, warmup_steps: int) ->
         "probe_steps": len(result.compute_times),
         "compute_window_s": result.compute_window_s,
         "compute_passes_median": quantile(result.compute_passes, 0.5),
-        "samples_per_s": global_batch / step_median if step_median else None,
+        "step_s_amortized": step_amortized,
+        **by_kind,
+        "samples_per_s": global_batch / step_amortized if step_amortized else None,
         "samples_per_s_wall": (result.steps - warmup_steps) * global_batch / result.train_s
         if result.train_s
         else None,

@@ -47,6 +47,7 @@ _PS = WITH_SERVERS
 _RING = frozenset({"ring"})
 _P2P = frozenset({"p2p"})
 _COMPRESSED = frozenset(CARRIED_BY)
+_SYNC_EVERY = frozenset({"ring", "p2p", "ps"})
 _SHAPE = re.compile(r"^\d+(x\d+)*$")
 
 
@@ -241,6 +242,9 @@ SETTINGS: dict[str, Setting] = {
         S("ps_sharding", "choice", "round-robin", _PS, choices=PS_SHARDINGS),
         S("ps_timeout_s", "float", 60.0, _PS, flag="--ps-timeout", minimum=0, exclusive_minimum=True, maximum=1e6, unit="s", help="seconds to wait for a server or worker before failing the run"),
         S("p2p_schedule", "choice", "staggered", _P2P, choices=P2P_SCHEDULES),
+        # synchronization frequency (local SGD): archbench.localsgd says which steps communicate
+        S("sync_every", "int", 1, _SYNC_EVERY, minimum=1, maximum=1_000_000, numeric=True, unit="steps", help="average the workers' models every H steps, each worker applying its own gradients in between (1: synchronous training, gradients averaged every step; ps: --sync only)"),
+        S("sync_every_warmup_steps", "int", 0, _SYNC_EVERY, minimum=0, maximum=1_000_000_000, numeric=True, unit="steps", help="synchronous steps (gradients averaged) before the local steps of --sync-every start"),
         # --- sweep settings ---
         # extra words appended to the train command, for flags this registry does not know yet
         S("extra_args", "args", [], ALL, scope="sweep"),
@@ -409,6 +413,18 @@ def combination_problem(values: dict[str, Any]) -> str | None:
         problem = carry_problem(arch, values.get("compression"), values.get("sync") is not False)
         if problem:
             return problem
+    every = values.get("sync_every")
+    if values.get("arch") == "ps" and values.get("sync") is False and every and every > 1:
+        return (
+            f"--sync-every {every} needs synchronous parameter servers: --async applies each "
+            "worker's update as it arrives, with no rounds to average; use --sync or --sync-every 1"
+        )
+    compression = values.get("compression")
+    if arch in _SYNC_EVERY and every and every > 1 and compression in ("topk", "powersgd"):
+        return (
+            f"--sync-every {every} with --compression {compression} is not supported: local "
+            "steps and compressed exchanges are not combined yet; use one of them"
+        )
     shape = values.get("synthetic_shape")
     if values.get("dataset") == "synthetic" and shape:
         dims = [int(d) for d in (shape.split("x") if isinstance(shape, str) else shape)]

@@ -310,6 +310,10 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         "epochs": loop_result.evaluations,
     }
     comm = {**trainer.comm_stats(loop_result.steps), **extra}
+    if architecture(config.arch).accepts("sync_every"):
+        from archbench.localsgd import comm_record
+
+        comm.update(comm_record(trainer.schedule, trainer.steps_by_kind, comm.get("bytes_total")))
     record_config = config.as_record(place.size, num_workers)
     record_config["controller"] = extra.get(
         "controller", architecture(config.arch).default_controller

@@ -15,11 +15,18 @@ within a couple of minutes.
 Each configuration runs once (lazily, on first use) and its record is shared by every pair. The
 W = 3 p2p runs also serve the p2p checks that need uneven shards (101,770 parameters over 3):
 both send schedules give bit-identical parameters, and the measured bytes equal the shard plan's.
+
+`--sync-every` (four more W = 2 runs, compared with the ring and p2p runs above): H = 1 with a
+warm-up given is today's synchronous training bit for bit (same parameters, loss and bytes);
+H = 4 ends with every rank holding the same averaged parameters, its steps split into local and
+averaging steps as the schedule says, and it sends exactly the bytes of its exchanging steps:
+about a quarter of H = 1's per step.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import shutil
 
 import pytest
@@ -35,10 +42,22 @@ COMMON = ["--model", "mlp", "--dataset", "fashion_mnist", "--steps", "50", "--se
 COMMON += ["--eval-samples", "2000"]
 RELATIVE_TOLERANCE = 1e-4
 ARCHS_BY_WORKERS = {2: ("single", "ring", "p2p", "ps"), 3: ("single", "ring", "p2p")}
+STEPS = 50
+# --sync-every variants: (architecture, its flags)
+SYNC_EVERY = {
+    "ring-h1": ("ring", ["--sync-every", "1", "--sync-every-warmup-steps", "3"]),
+    "p2p-h1": ("p2p", ["--sync-every", "1", "--sync-every-warmup-steps", "3"]),
+    "ring-h4": ("ring", ["--sync-every", "4"]),
+    "p2p-h4": ("p2p", ["--sync-every", "4", "--sync-every-warmup-steps", "10"]),
+}
 
 
 def command_for(arch: str, workers: int) -> tuple[list[str], str | None, int]:
     """(train arguments, launcher, processes) for `arch` with `workers` workers."""
+    if arch in SYNC_EVERY:
+        base, flags = SYNC_EVERY[arch]
+        args, launcher, processes = command_for(base, workers)
+        return [*args, *flags], launcher, processes
     if arch == "single":
         return ["--arch", "single", "--batch-size", str(workers * PER_WORKER_BATCH)], None, 1
     if arch == "p2p-naive":
@@ -139,3 +158,59 @@ def test_p2p_schedules_agree_bit_for_bit_and_measured_bytes_match_the_shard_plan
         analytic = 2 * (3 - 1) / 3 * record["model_stats"]["param_bytes"]
         assert abs(comm["bytes_sent_per_step"] - analytic) <= 2 * 4
         assert comm["bytes_total"] == comm["bytes_sent_per_step"] * record["config"]["steps_run"]
+
+
+@pytest.mark.parametrize("arch", ["ring", "p2p"])
+def test_sync_every_1_is_synchronous_training_bit_for_bit(runs, arch):
+    today, explicit = runs.record(arch, 2), runs.record(f"{arch}-h1", 2)
+    assert explicit["config"]["sync_every"] == 1
+    assert explicit["config"]["sync_every_warmup_steps"] == 3
+    for key in ("param_digest_per_rank", "param_norm", "final_loss", "test_accuracy"):
+        assert explicit["result"][key] == today["result"][key], key
+    comm = explicit["comm"]
+    assert comm["steps_by_kind"] == {"sync": STEPS, "local": 0, "average": 0}
+    assert comm["exchange_steps"] == STEPS
+    for key in ("bytes_sent_per_step", "bytes_received_per_step", "bytes_total"):
+        assert comm[key] == today["comm"][key], key
+    assert comm["bytes_sent_per_exchange_step"] == today["comm"]["bytes_sent_per_step"]
+
+
+@pytest.mark.parametrize("arch", ["ring", "p2p"])
+def test_sync_every_4_averages_the_models_and_sends_a_quarter_of_the_bytes(runs, arch):
+    today, record = runs.record(arch, 2), runs.record(f"{arch}-h4", 2)
+    warmup = record["config"]["sync_every_warmup_steps"]
+    # after the warm-up, rounds of 4 whose last step averages; the run's last step averages too
+    averages = math.ceil((STEPS - warmup) / 4)
+    comm = record["comm"]
+    assert comm["sync_every"] == 4 and comm["sync_every_warmup_steps"] == warmup
+    assert comm["steps_by_kind"] == {
+        "sync": warmup,
+        "local": STEPS - warmup - averages,
+        "average": averages,
+    }
+    digests = record["result"]["param_digest_per_rank"]
+    assert len(digests) == 2 and digests[0] == digests[1], "every rank ends with the average"
+    assert digests != today["result"]["param_digest_per_rank"]
+    # an averaging exchange moves what a gradient exchange moves (W = 2: the parameter bytes);
+    # p2p's first local step after its warm-up also gathers the owners' momentum once (its
+    # own shard to the other worker)
+    exchange = today["comm"]["bytes_sent_per_step"]
+    params = record["model_stats"]["params"]
+    gather = ShardPlan(params, 2).shard_bytes(0) if arch == "p2p" and warmup else 0
+    total = (warmup + averages) * exchange + gather
+    assert comm["bytes_total"] == total
+    assert abs(comm["bytes_sent_per_step"] - total / STEPS) <= 1
+    assert comm["exchange_steps"] == warmup + averages
+    if not warmup:  # 13 exchanges in 50 steps: 1/4 up to the one extra average of the last step
+        assert 1 / 4 <= comm["bytes_sent_per_step"] / exchange <= 1 / 4 + 1 / STEPS
+    # local and averaging steps timed apart; the throughput from the step over a whole round
+    timing = record["timing"]
+    by_kind = timing["step_s_median_by_kind"]
+    assert set(by_kind) == ({"sync", "local", "average"} if warmup > 5 else {"local", "average"})
+    assert min(by_kind.values()) <= timing["step_s_amortized"] <= max(by_kind.values())
+    assert timing["samples_per_s"] == pytest.approx(
+        record["config"]["global_batch_size"] / timing["step_s_amortized"]
+    )
+    # local SGD trains: within 25% of synchronous training's loss after 50 steps
+    loss, synchronous = record["result"]["final_loss"], today["result"]["final_loss"]
+    assert relative_difference(loss, synchronous) < 0.25, (loss, synchronous)

@@ -176,6 +176,34 @@ def test_predict_ps_sync_and_async_by_hand() -> None:
     assert predict_step(three, ModelParams(), calib).step_s == pytest.approx(2.4e-2)
 
 
+def test_sync_every_prices_one_exchange_in_h_steps_by_hand() -> None:
+    calib = _calib()
+    compute = 0.001 + 32 * 1e-4  # 4.2e-3
+    ring = default_placement("ring", 2, 0, "dedicated", None)
+    params = ModelParams(arch={"ring": ArchParams(overlap=0.5, gamma_s_per_byte=1e-9)})
+    # H = 1: today's step (ring W=2: 8.02e-3 + the reduction 0.5 * 1e6 * 1e-9 = 5e-4)
+    base = StepConfig("ring", "toy", 32, M, ring, bandwidth_bits=1e9)
+    every_step = StepConfig("ring", "toy", 32, M, ring, bandwidth_bits=1e9, sync_every=1)
+    assert predict_step(every_step, params, calib) == predict_step(base, params, calib)
+    # H = 4: every step applies its own update (gamma * M = 1e-3) and a quarter of the
+    # exchange (8.52e-3 / 4), none of it hidden (the exchange follows the update)
+    local = StepConfig("ring", "toy", 32, M, ring, bandwidth_bits=1e9, sync_every=4)
+    pred = predict_step(local, params, calib)
+    assert pred.comm_s == pytest.approx(1e-3 + 8.52e-3 / 4)
+    assert pred.step_s == pytest.approx(compute + 1e-3 + 8.52e-3 / 4)
+    assert pred.terms["sync_every"] == 4
+    # sync PS: a quarter of (3.2e-2 + 2e-5); asynchronous PS does not take the setting
+    ps = default_placement("ps", 2, 1, "dedicated", None)
+    sync = StepConfig("ps", "toy", 32, M, ps, bandwidth_bits=1e9, sync_every=4)
+    assert predict_step(sync, ModelParams(), calib).comm_s == pytest.approx((3.2e-2 + 2e-5) / 4)
+    asynchronous = StepConfig("ps", "toy", 32, M, ps, bandwidth_bits=1e9, sync=False)
+    assert predict_step(
+        StepConfig("ps", "toy", 32, M, ps, bandwidth_bits=1e9, sync=False, sync_every=4),
+        ModelParams(),
+        calib,
+    ) == predict_step(asynchronous, ModelParams(), calib)
+
+
 def test_bandwidth_units() -> None:
     assert parse_bandwidth("200mbit") == 200e6
     assert parse_bandwidth("1gbit") == 1e9

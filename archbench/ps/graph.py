@@ -28,6 +28,17 @@ into the shard's `SparseConditionalAccumulator` (summing; the chief divides by W
 average is the dense one's: unselected entries count as zeros). The chief applies the same
 momentum SGD to the dense average; the pull stays dense.
 
+Synchronous with `--sync-every H` > 1 (local SGD, `archbench.localsgd`): a local step applies
+the worker's own gradient to its local copy with its own momentum (v = -g*lr + v*m on the
+worker, at the full lr: the average of W such models follows synchronous SGD on the average
+gradient), and nothing travels. Every H-th step, after its local update, the worker pushes its
+parameter change since the last pull (local copy - anchor, the values that pull brought) into a
+second `ConditionalAccumulator` per shard; the chief takes the mean of the W changes and adds it
+to the shard (no momentum on the servers), then hands out the tokens as above, and every worker
+pulls the new parameters (which also become its anchor). That is the model average: anchor +
+mean(local_i - anchor). The servers' momentum is used by the synchronous warm-up steps only; at
+the first local step after them each worker pulls it once as its own starting momentum.
+
 Asynchronous (Downpour): each worker pushes its update as soon as it has it, no barrier; the
 server adds it to the shard in one locked read-modify-write and the global step counts updates.
 Staleness = how many other updates landed between the worker's last pull and its own update.
@@ -73,6 +84,17 @@ class ExchangeOps:
 
 
 @dataclass
+class LocalStepOps:
+    """--sync-every > 1: local updates, and the averaging exchange of parameter changes."""
+
+    fused: object  # compute + this worker's own update (fetch with the loss)
+    probe: object  # phase 2 of a local probe: the own update from the gradient buffers
+    average_fused: ExchangeOps  # compute + own update + push change, server average, pull
+    average_probe: ExchangeOps  # phase 2 of an averaging probe
+    pull_momentum: object  # the servers' momentum into this worker's own (once, after warm-up)
+
+
+@dataclass
 class WorkerGraph:
     graph: object
     plan: ShardPlan
@@ -98,6 +120,7 @@ class WorkerGraph:
     report: object = None  # placeholder: this worker's pickled statistics
     send_report: object = None
     take_report: tuple = ()  # (size, dequeue): the chief takes the other workers' reports
+    local: LocalStepOps | None = None  # --sync-every > 1
 
 
 def build_worker_graph(
@@ -115,11 +138,14 @@ def build_worker_graph(
     lr: float,
     momentum: float,
     compression=None,
+    local_steps: bool = False,
 ) -> WorkerGraph:
     """`compression`: a CompressionSpec, or None (dense pushes); only `topk` changes the graph."""
     from archbench.models import build_model
 
     sparse = compression is not None and compression.sparse and sync
+    if local_steps and not sync:
+        raise ValueError("local steps (--sync-every > 1) need synchronous parameter servers")
 
     num_workers = layout.num_workers
     is_chief = worker_index == 0
@@ -167,8 +193,9 @@ def build_worker_graph(
         init_feeds: dict = {}
         # per variable: (shard, var, momentum slot or None, accumulator or None)
         shard_vars: list[list] = []
+        delta_accumulators: list[list] = []  # --sync-every: per variable, one per shard
         for index, info in enumerate(plan.variables):
-            per_variable = []
+            per_variable, per_delta = [], []
             for number, shard in enumerate(plan.shards_of(index)):
                 shape = (shard.rows, *info.shape[1:])
                 dtype = model.trainable_variables[index].dtype
@@ -187,8 +214,18 @@ def build_worker_graph(
                             name=f"archbench_ps/v{index}/s{number}/momentum",
                         )
                         accumulator = _accumulator(tf, dtype, shape, index, number, sparse)
+                    if local_steps:
+                        per_delta.append(
+                            tf.compat.v1.ConditionalAccumulator(
+                                dtype,
+                                shape=shape,
+                                shared_name=f"archbench_ps/v{index}/s{number}/delta_accumulator",
+                                name=f"delta_accumulator_{index}_{number}",
+                            )
+                        )
                 per_variable.append((shard, master, slot, accumulator))
             shard_vars.append(per_variable)
+            delta_accumulators.append(per_delta)
         server_initializers = [
             variable.initializer
             for per_variable in shard_vars
@@ -212,15 +249,22 @@ def build_worker_graph(
                         name=f"token_queue_{worker}",
                     )
 
-        if not sync:
-            # asynchronous: each worker's own momentum (see the module's docstring)
+        anchors = None
+        if not sync or local_steps:
+            # asynchronous, or local steps: each worker's own momentum (see the module's docstring)
             with tf.device(worker_device):
                 velocities = [
                     tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"velocity_{i}")
                     for i, v in enumerate(model.trainable_variables)
                 ]
+        if local_steps:
+            with tf.device(worker_device):  # the parameters the last pull brought
+                anchors = [
+                    tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"anchor_{i}")
+                    for i, v in enumerate(model.trainable_variables)
+                ]
 
-        def exchange(gradients: list) -> ExchangeOps:
+        def exchange(gradients: list, averaging: bool = False) -> ExchangeOps:
             pushes, applies = [], []
             if sparse:
                 return sparse_exchange(gradients)
@@ -237,9 +281,17 @@ def build_worker_graph(
                         pieces = tf.split(gradient, [s.rows for (s, _, _, _) in per_variable])
                 else:
                     pieces = [gradient]
-                for piece, (shard, master, slot, accumulator) in zip(pieces, per_variable):
+                for number, (piece, (shard, master, slot, accumulator)) in enumerate(
+                    zip(pieces, per_variable)
+                ):
                     with tf.device(f"/job:ps/task:{shard.ps_task}"):
-                        if sync:
+                        if averaging:  # the mean of the W workers' parameter changes
+                            changes = delta_accumulators[index][number]
+                            pushes.append(changes.apply_grad(piece, local_step=local_step))
+                            if is_chief:
+                                mean = changes.take_grad(num_workers)
+                                applies.append(master.assign_add(mean, read_value=False))
+                        elif sync:
                             pushes.append(accumulator.apply_grad(piece, local_step=local_step))
                             if is_chief:
                                 average = accumulator.take_grad(num_workers)
@@ -294,14 +346,47 @@ def build_worker_graph(
                     with tf.control_dependencies(applies):
                         update_step = global_step.assign_add(1, read_value=True)
             with tf.control_dependencies([update_step]):
-                pull, pulled_step = _pull(tf, model, shard_vars, global_step, worker_device)
+                pull, pulled_step = _pull(
+                    tf, model, shard_vars, global_step, worker_device, anchors
+                )
             return ExchangeOps(pull, update_step, pulled_step)
 
         fused = exchange(grads)
         with tf.control_dependencies([fill_buffers]):
             compute_into_buffers = tf.identity(loss)
         probe_exchange = exchange([b.read_value() for b in buffers])
-        pull, pulled_step = _pull(tf, model, shard_vars, global_step, worker_device)
+        pull, pulled_step = _pull(tf, model, shard_vars, global_step, worker_device, anchors)
+        local = None
+        if local_steps:
+
+            def own_update(gradients: list):
+                with tf.device(worker_device):
+                    return tf.group(
+                        *[
+                            variable.assign_add(
+                                _momentum_step(tf, velocity, g, lr, momentum), read_value=False
+                            )
+                            for variable, velocity, g in zip(
+                                model.trainable_variables, velocities, gradients
+                            )
+                        ]
+                    )
+
+            def changes_after(update) -> list:
+                with tf.device(worker_device), tf.control_dependencies([update]):
+                    return [
+                        variable.read_value() - anchor.read_value()
+                        for variable, anchor in zip(model.trainable_variables, anchors)
+                    ]
+
+            from_buffers = [b.read_value() for b in buffers]
+            local = LocalStepOps(
+                fused=own_update(grads),
+                probe=own_update(from_buffers),
+                average_fused=exchange(changes_after(own_update(grads)), averaging=True),
+                average_probe=exchange(changes_after(own_update(from_buffers)), averaging=True),
+                pull_momentum=_pull_momentum(tf, velocities, shard_vars, worker_device),
+            )
         late_token = None
         if sync and not is_chief:
             # for a step whose run gave up waiting for its token (the chief was busy): the
@@ -312,7 +397,11 @@ def build_worker_graph(
                     token_queues[worker_index].dequeue(),
                 )
 
-        local_variables = [*model.variables, *buffers, *([] if sync else velocities)]
+        local_variables = [*model.variables, *buffers]
+        if not sync or local_steps:
+            local_variables += velocities
+        if local_steps:
+            local_variables += anchors
         local_variables += selector.variables if selector is not None else []
         init_local = tf.group(*[v.initializer for v in local_variables], name="init_local")
         shard_values = [
@@ -361,6 +450,7 @@ def build_worker_graph(
         report=report,
         send_report=send_report,
         take_report=take_report,
+        local=local,
     )
 
 
@@ -406,10 +496,11 @@ def _add_atomic(tf, master, update):
     )
 
 
-def _pull(tf, model, shard_vars, global_step, worker_device):
-    """Fresh server values into the local copy (each shard crosses the network once)."""
+def _pull(tf, model, shard_vars, global_step, worker_device, anchors=None):
+    """Fresh server values into the local copy (each shard crosses the network once), and into
+    the anchors where there are some (--sync-every: the values local changes are measured from)."""
     assigns = []
-    for local, per_variable in zip(model.trainable_variables, shard_vars):
+    for index, (local, per_variable) in enumerate(zip(model.trainable_variables, shard_vars)):
         parts = []
         for shard, master, _, _ in per_variable:
             with tf.device(f"/job:ps/task:{shard.ps_task}"):
@@ -417,9 +508,25 @@ def _pull(tf, model, shard_vars, global_step, worker_device):
         with tf.device(worker_device):
             value = parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
             assigns.append(local.assign(value, read_value=False))
+            if anchors is not None:
+                assigns.append(anchors[index].assign(value, read_value=False))
     with tf.device("/job:ps/task:0"):
         pulled_step = global_step.read_value()
     return tf.group(*assigns), pulled_step
+
+
+def _pull_momentum(tf, velocities, shard_vars, worker_device):
+    """The servers' momentum of every shard into this worker's own momentum."""
+    assigns = []
+    for velocity, per_variable in zip(velocities, shard_vars):
+        parts = []
+        for shard, _, slot, _ in per_variable:
+            with tf.device(f"/job:ps/task:{shard.ps_task}"):
+                parts.append(slot.read_value())
+        with tf.device(worker_device):
+            value = parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+            assigns.append(velocity.assign(value, read_value=False))
+    return tf.group(*assigns)
 
 
 def initial_feed(graph: WorkerGraph, initial_weights: list[np.ndarray]) -> dict:

@@ -9,7 +9,10 @@ boolean `config.sync` becomes "sync" / "async".
 
 Keys added to a version after records of it were written are derived on read where the record
 holds what they follow from: `timing.epoch_s` (and `timing.samples_per_epoch`), one epoch of the
-configured data set at the median step's throughput, as training computes it now.
+configured data set at the median step's throughput, as training computes it now; and
+`config.sync_every` / `config.sync_every_warmup_steps`: a run written before the setting existed
+synchronized every step (1 and 0 where the setting applies, null elsewhere, as training writes
+them now).
 """
 
 from __future__ import annotations
@@ -170,6 +173,18 @@ def derive_epoch_s(record: dict[str, Any]) -> None:
     timing["epoch_s"] = samples / rate
 
 
+def derive_sync_every(record: dict[str, Any]) -> None:
+    """`config.sync_every` and its warm-up for a record written before they existed."""
+    config = record.get("config")
+    if not isinstance(config, dict) or "sync_every" in config or "arch" not in config:
+        return
+    from archbench.settings import SETTINGS
+
+    applies = SETTINGS["sync_every"].applies(str(config["arch"]))
+    config["sync_every"] = 1 if applies else None
+    config.setdefault("sync_every_warmup_steps", 0 if applies else None)
+
+
 def migrate(record: dict[str, Any]) -> dict[str, Any]:
     """The record as this schema writes it, in place: an older version is upgraded (and says
     from which version in `migrated_from`), and keys added since it was written are derived."""
@@ -186,4 +201,5 @@ def migrate(record: dict[str, Any]) -> dict[str, Any]:
         record["migrated_from"] = schema
         record["schema"] = SCHEMA
     derive_epoch_s(record)
+    derive_sync_every(record)
     return record

@@ -5,6 +5,7 @@ An architecture differs only in how gradients and parameters travel. The trainin
 
     trainer.setup()                      # model, optimizer, communication
     if trainer.is_worker:
+        trainer.begin_step(kind)         # before each step: sync, local or average (--sync-every)
         loss = trainer.train_step(x, y)  # one fused, timed synchronous (or async) step
         loss, compute_s, exchange_s = trainer.probe_step(x, y)  # the same step in two timed phases
         trainer.weights()                # current parameters (numpy), for evaluation and the norm
@@ -15,6 +16,11 @@ An architecture differs only in how gradients and parameters travel. The trainin
 `probe_step` must perform exactly the same update as `train_step` (it is a real training step);
 it only splits the time: compute = forward + backward, exchange = moving gradients/parameters
 plus applying the update.
+
+The kind of step (`self.step_kind`, see `archbench.localsgd`) is `sync` for every step unless
+`--sync-every` > 1: then a `local` step applies this worker's own gradient with its own
+optimizer state and sends nothing (its "exchange" phase is the local update alone), and an
+`average` step does the same and then averages the parameters over the workers.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import numpy as np
 from archbench.config import TrainConfig
 from archbench.data import ArrayDataset
 from archbench.launch import ProcessPlace
+from archbench.localsgd import AVERAGE, SYNC, SyncSchedule
 
 
 class Trainer(ABC):
@@ -39,6 +46,14 @@ class Trainer(ABC):
         self.data = data
         self.model = None
         self.optimizer = None
+        self.schedule = SyncSchedule.for_config(config)  # --sync-every
+        self.step_kind = SYNC
+        self.steps_by_kind: dict[str, int] = {}
+
+    def begin_step(self, kind: str) -> None:
+        """The loop says what kind of step comes next (`archbench.localsgd`), and counts it."""
+        self.step_kind = kind
+        self.steps_by_kind[kind] = self.steps_by_kind.get(kind, 0) + 1
 
     # --- roles -------------------------------------------------------------------------------
     @property
@@ -163,6 +178,10 @@ class KerasTrainer(Trainer):
         self._compute = tf.function(self._compute_gradients)
         self._exchange_and_apply = tf.function(self._exchange_apply)
         self._fused = tf.function(self._build_fused_step())
+        if self.schedule.local_steps:  # --sync-every > 1
+            self._local_apply = tf.function(self._apply_own)
+            self._local_fused = tf.function(self._local_step)
+            self._average = tf.function(self.average_parameters)
 
     def _compute_gradients(self, x, y):
         import tensorflow as tf
@@ -188,8 +207,27 @@ class KerasTrainer(Trainer):
 
         return step
 
+    def _apply_own(self, grads):
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+
+    def _local_step(self, x, y):
+        loss, grads = self._compute_gradients(x, y)
+        self._apply_own(grads)
+        return loss
+
+    def average_parameters(self) -> None:
+        """Replaces every trainable parameter by its mean over the workers (traced into a
+        tf.function): the communication of an `average` step. Architectures with several
+        workers that accept --sync-every implement it."""
+        raise NotImplementedError(f"--arch {self.arch} does not average parameters")
+
     def train_step(self, x, y) -> float:
-        return float(self._fused(x, y))
+        if self.step_kind == SYNC:
+            return float(self._fused(x, y))
+        loss = float(self._local_fused(x, y))
+        if self.step_kind == AVERAGE:
+            self._average()
+        return loss
 
     def compute_pass(self, x, y) -> None:
         float(self._compute(x, y)[0])  # done only when its results exist
@@ -199,7 +237,12 @@ class KerasTrainer(Trainer):
         loss, grads = self._compute(x, y)
         loss = float(loss)  # the phase is done only when its results exist
         computed = time.perf_counter()
-        self._exchange_and_apply(grads)
+        if self.step_kind == SYNC:
+            self._exchange_and_apply(grads)
+        else:  # the local update alone, then (average) the parameters averaged
+            self._local_apply(grads)
+            if self.step_kind == AVERAGE:
+                self._average()
         self.model.trainable_variables[0].numpy()  # waits for the update
         done = time.perf_counter()
         return loss, computed - start, done - computed

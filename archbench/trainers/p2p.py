@@ -19,6 +19,14 @@ No MPI collective moves gradients or parameters; collectives are used only to se
 broadcast of the initial parameters) and for small facts (allgather of Python objects). The
 parameters are the owners' numpy shards; the Keras model is a copy refreshed every step, so all
 ranks hold identical parameters after every step (checked at the end of the run).
+
+With `--sync-every H` > 1 (`archbench.localsgd`), a local step applies this worker's own
+gradient to its whole parameter vector with its own momentum (a full-length `ShardSGD`; at the
+first local step after synchronous warm-up steps it starts from the owners' momentum shards,
+gathered once), and an averaging step runs the same two phases on the parameter vector instead
+of the gradient: each owner averages its shard of the parameters over the workers, then sends it
+to every peer. The same messages, so the same bytes as a gradient exchange; ranks hold identical
+parameters after every averaging step, and the run's last step always averages.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import numpy as np
 from archbench.compression import CompressionSpec
 from archbench.compression.topk import TopK
 from archbench.errors import UsageError
+from archbench.localsgd import AVERAGE, SYNC
 from archbench.p2p.exchange import ShardExchange
 from archbench.p2p.sgd import ShardSGD
 from archbench.p2p.shards import ShardPlan
@@ -77,6 +86,7 @@ class P2PTrainer(Trainer):
         start, stop = self.exchange.own_range
         self.own_params = self.params[start:stop]
         self.sgd = ShardSGD(stop - start, self.config.lr, self.config.momentum)
+        self.local_sgd: ShardSGD | None = None  # --sync-every: this worker's own momentum
         self.steps_done = 0
         self.spec = CompressionSpec.from_config(self.config)
         self.topk = TopK(self.plan.elements, self.spec) if self.spec.sparse else None
@@ -112,6 +122,9 @@ class P2PTrainer(Trainer):
             variable.assign(tf.reshape(piece, shape))
 
     def _exchange_apply(self, gradient: np.ndarray) -> None:
+        if self.step_kind != SYNC:
+            self._local_apply(gradient)
+            return
         if self.topk is not None:
             averaged = self.exchange.reduce_scatter_sparse_mean(*self.topk.select(gradient))
         else:
@@ -120,6 +133,29 @@ class P2PTrainer(Trainer):
         self.exchange.allgather(self.params)
         self._assign(self.params)
         self.steps_done += 1
+
+    def _local_apply(self, gradient: np.ndarray) -> None:
+        """--sync-every: this worker's own update of the whole vector, then (average step) the
+        parameters averaged over the workers by the sharded exchange."""
+        if self.local_sgd is None:
+            self._start_local_steps()
+        self.local_sgd.apply(self.params, gradient)
+        if self.step_kind == AVERAGE:
+            averaged = self.exchange.reduce_scatter_mean(self.params)
+            np.copyto(self.own_params, averaged)
+            self.exchange.allgather(self.params)
+        self._assign(self.params)
+        self.steps_done += 1
+
+    def _start_local_steps(self) -> None:
+        """Each worker's momentum for the whole vector: the owners' shards of the synchronous
+        momentum (gathered once, after synchronous warm-up steps), else zero."""
+        self.local_sgd = ShardSGD(self.plan.elements, self.config.lr, self.config.momentum)
+        if self.steps_by_kind.get(SYNC, 0):
+            velocity = self.local_sgd.velocity
+            start, stop = self.exchange.own_range
+            velocity[start:stop] = self.sgd.velocity
+            self.exchange.allgather(velocity)
 
     def train_step(self, x, y) -> float:
         loss, flat = self._gradients(x, y)
@@ -148,7 +184,7 @@ class P2PTrainer(Trainer):
         return list(self.comm.allgather(value))
 
     def comm_stats(self, steps: int) -> dict:
-        done = max(1, self.steps_done)
+        done = max(1, steps)  # every step, local ones included (--sync-every)
         return {
             "bytes_sent_per_step": self.exchange.bytes_sent // done,
             "bytes_received_per_step": self.exchange.bytes_received // done,
@@ -162,11 +198,12 @@ class P2PTrainer(Trainer):
         """Collective (every rank calls it): also checks that all ranks hold the same parameters."""
         from archbench.models import parameter_digest
 
+        steps = max(1, self.steps_done)
         facts = self.allgather_object(
             {
                 "digest": parameter_digest(self.weights()),
-                "sent": self.exchange.last_sent,
-                "received": self.exchange.last_received,
+                "sent": self.exchange.bytes_sent // steps,
+                "received": self.exchange.bytes_received // steps,
                 "gradient_sent": self.exchange.gradient_bytes_sent,
                 "own_entries": self.exchange.own_entries_total,
             }

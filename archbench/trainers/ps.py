@@ -23,6 +23,7 @@ import numpy as np
 from archbench.compression import CompressionSpec
 from archbench.errors import RunFailed, UsageError
 from archbench.launch import threads_per_process
+from archbench.localsgd import AVERAGE, SYNC
 from archbench.ps.cluster_spec import (
     ClusterLayout,
     layout_from_tf_config,
@@ -66,6 +67,9 @@ class PSTrainer(Trainer):
         self._serve_facts: dict = {}
         self._setup_s: float | None = None
         self._waited_for_chief = False
+        self._averagings = 0  # --sync-every: averaging exchanges done (their accumulator step)
+        self._local_started = False
+        self._momentum_pulled = False
 
     # --- roles -------------------------------------------------------------------------------
     @property
@@ -183,6 +187,7 @@ class PSTrainer(Trainer):
             lr=config.lr,
             momentum=config.momentum,
             compression=CompressionSpec.from_config(config),
+            local_steps=self.schedule.local_steps,
         )
         self.plan = self.graph.plan
         # The eager copy: the seed's initial values (the same as every other architecture's) and
@@ -241,6 +246,8 @@ class PSTrainer(Trainer):
         self._steps += 1
 
     def train_step(self, x, y) -> float:
+        if self.step_kind != SYNC:
+            return self._local_step(x, y)
         graph = self.graph
         ops = graph.fused
         loss, update_step, pulled_step = self._exchange(
@@ -255,8 +262,65 @@ class PSTrainer(Trainer):
         # overwrites the gradient buffers, which the next probe fills again before it pushes
         self._run(self.graph.compute_into_buffers, "compute window", self._feed(x, y))
 
+    # --- local steps (--sync-every > 1) --------------------------------------------------------
+    def _start_local_steps(self) -> None:
+        """At the first local step (only then), after synchronous warm-up steps, the servers'
+        momentum becomes this worker's own (without warm-up steps both are zero)."""
+        if self._local_started:
+            return
+        self._local_started = True
+        if self._steps > 0:
+            self._run(self.graph.local.pull_momentum, "pulling the servers' momentum")
+            self._momentum_pulled = True
+
+    def _local_step(self, x, y) -> float:
+        self._start_local_steps()
+        local = self.graph.local
+        feed = self._feed(x, y)
+        if self.step_kind != AVERAGE:
+            loss, _ = self._run(
+                [self.graph.loss, local.fused], f"training step {self._steps}", feed
+            )
+            self._steps += 1
+            return float(loss)
+        ops = local.average_fused
+        feed[self.graph.local_step] = self._averagings
+        loss, update_step, pulled_step = self._exchange(
+            [self.graph.loss, ops.update_step, ops.pulled_step, ops.run],
+            f"training step {self._steps} (averaging)",
+            feed,
+        )
+        self._averagings += 1
+        self._account(update_step, pulled_step)
+        return float(loss)
+
+    def _local_exchange(self) -> None:
+        """Phase 2 of a local or averaging probe (the gradient is in the buffers)."""
+        self._start_local_steps()
+        local = self.graph.local
+        if self.step_kind != AVERAGE:
+            self._run(local.probe, f"training step {self._steps} (local update)")
+            self._steps += 1
+            return
+        ops = local.average_probe
+        _, update_step, pulled_step = self._exchange(
+            [ops.run, ops.update_step, ops.pulled_step, ops.run],
+            f"training step {self._steps} (averaging)",
+            {self.graph.local_step: self._averagings},
+        )
+        self._averagings += 1
+        self._account(update_step, pulled_step)
+
     def probe_step(self, x, y) -> tuple[float, float, float]:
         graph = self.graph
+        if self.step_kind != SYNC:
+            feed = self._feed(x, y)
+            start = time.perf_counter()
+            loss = self._run(graph.compute_into_buffers, f"training step {self._steps}", feed)
+            computed = time.perf_counter()
+            self._local_exchange()
+            done = time.perf_counter()
+            return float(loss), computed - start, done - computed
         ops = graph.probe_exchange
         feed = self._feed(x, y)
         start = time.perf_counter()
@@ -386,6 +450,10 @@ class PSTrainer(Trainer):
                 MPI.Finalize()
 
     # --- what the record says ----------------------------------------------------------------
+    def _exchanges(self) -> int:
+        """Steps that pushed and pulled (every step unless --sync-every > 1)."""
+        return self.steps_by_kind.get(SYNC, 0) + self.steps_by_kind.get(AVERAGE, 0)
+
     def comm_stats(self, steps: int) -> dict:
         pushed = self.plan.total_bytes  # one dense gradient per step
         pulled = self.plan.total_bytes  # one fresh copy of every shard per step
@@ -393,12 +461,36 @@ class PSTrainer(Trainer):
             from archbench.compression.record import ps_stats
 
             return ps_stats(self._topk_spec(), self.plan.total_bytes // 4, pulled, steps)
-        return {
+        stats = {
             "bytes_sent_per_step": pushed,
             "bytes_received_per_step": pulled,
             "bytes_total": pushed * steps,
             "bytes_method": "analytic: each worker pushes every shard's gradient and pulls every "
             "shard once per step (dense float32)",
+        }
+        if self.schedule.local_steps:
+            stats = self._with_local_steps(stats, steps)
+        return stats
+
+    def _with_local_steps(self, synchronous: dict, steps: int) -> dict:
+        """--sync-every > 1: the synchronous steps push and pull as counted above; an averaging
+        step pushes every shard's parameter change and pulls every shard (dense float32); local
+        steps move nothing; where local steps followed synchronous ones each worker also pulled
+        the servers' momentum once. Per step = over every step."""
+        changes = pulled = self.plan.total_bytes
+        syncs, averages = self.steps_by_kind.get(SYNC, 0), self.steps_by_kind.get(AVERAGE, 0)
+        sent = synchronous["bytes_sent_per_step"] * syncs + changes * averages
+        received = synchronous["bytes_received_per_step"] * syncs + pulled * averages
+        received += self.plan.total_bytes if self._momentum_pulled else 0
+        return {
+            **synchronous,
+            "bytes_sent_per_step": round(sent / steps) if steps else 0,
+            "bytes_received_per_step": round(received / steps) if steps else 0,
+            "bytes_total": sent,
+            "bytes_received_total": received,
+            "bytes_method": synchronous["bytes_method"] + " on synchronous steps; every shard's "
+            "parameter change pushed and every shard pulled on averaging steps; averaged over "
+            "every step",
         }
 
     def _topk_spec(self) -> CompressionSpec | None:
@@ -415,26 +507,37 @@ class PSTrainer(Trainer):
             staleness.update({int(k): v for k, v in report["staleness"].items()})
         values = np.repeat(list(staleness.keys()), list(staleness.values()))
         pushed = self.comm_stats(self._steps)["bytes_sent_per_step"]
+        # --sync-every > 1: the per-step bytes below average over every step, local ones included
+        exchanged, steps = self._exchanges(), self._steps
+
+        def per_step(count: int) -> int:
+            if not self.schedule.local_steps or exchanged == steps or not steps:
+                return count
+            return round(count * exchanged / steps)
+
         return {
             "controller": "grpc",
             "ps": {
                 "mode": "sync" if self.config.sync else "async",
                 # sync: momentum on the servers at lr on the average gradient; async: each worker's
-                # own momentum at lr / W (their sum is the synchronous update)
-                "momentum_on": "servers" if self.config.sync else "workers",
+                # own momentum at lr / W (their sum is the synchronous update); --sync-every > 1:
+                # each worker's own momentum in local steps, the servers' in the warm-up steps
+                "momentum_on": "workers"
+                if self.schedule.local_steps or not self.config.sync
+                else "servers",
                 "update_lr": self.config.lr if self.config.sync else self.config.lr / workers,
                 "cluster_spec": {**self.layout.tf_cluster(), "source": self.layout.source},
                 "sharding": self.plan.summary(),
                 "bytes_held_per_server": held,
                 "optimizer_bytes_per_server": held if self.config.sync else [0] * len(held),
-                "bytes_served_per_server_per_step": [workers * b for b in held],
+                "bytes_served_per_server_per_step": [per_step(workers * b) for b in held],
                 # top-k: how the kept entries fall on the servers depends on the gradients
-                "bytes_received_per_server_per_step": [workers * b for b in held]
+                "bytes_received_per_server_per_step": [per_step(workers * b) for b in held]
                 if self._topk_spec() is None
                 else None,
                 "bytes_received_all_servers_per_step": workers * pushed,
                 "bytes_pushed_per_worker_per_step": pushed,
-                "bytes_pulled_per_worker_per_step": self.plan.total_bytes,
+                "bytes_pulled_per_worker_per_step": per_step(self.plan.total_bytes),
                 "staleness": {
                     "median": float(np.median(values)) if len(values) else None,
                     "max": int(values.max()) if len(values) else None,

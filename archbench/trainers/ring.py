@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 
+from archbench.localsgd import AVERAGE, SYNC
 from archbench.trainers.base import KerasTrainer
 
 # Open MPI's coll/tuned allreduce algorithms: 4 is the ring (reduce-scatter, then allgather).
@@ -112,6 +113,13 @@ class RingTrainer(KerasTrainer):
 
         return step
 
+    def average_parameters(self) -> None:
+        # --sync-every: the parameters themselves are averaged, uncompressed (fp16 would round
+        # the weights, not only their update); --compression applies to the gradient steps only
+        hvd = self.hvd
+        for variable in self.model.trainable_variables:
+            variable.assign(hvd.allreduce(variable.read_value(), op=hvd.Average))
+
     def allgather_object(self, value) -> list:
         return list(self.hvd.allgather_object(value))
 
@@ -131,11 +139,35 @@ class RingTrainer(KerasTrainer):
         if self.config.compression == "fp16":
             gradient_bytes //= 2
         per_step = int(round(2 * (workers - 1) / workers * gradient_bytes)) if workers > 1 else 0
-        return {
+        stats = {
             "bytes_sent_per_step": per_step,
             "bytes_received_per_step": per_step,
             "bytes_total": per_step * steps,
             "bytes_method": "analytic: ring allreduce, 2(W-1)/W x gradient bytes",
+        }
+        if self.schedule.local_steps:
+            stats = self._with_local_steps(stats, steps)
+        return stats
+
+    def _with_local_steps(self, synchronous: dict, steps: int) -> dict:
+        """--sync-every > 1: the gradient allreduce (as counted above) on the synchronous steps,
+        an uncompressed allreduce of the parameters on the averaging steps, nothing on the local
+        ones; per step = over every step."""
+        from archbench.models import parameter_stats
+
+        workers = self.num_workers
+        param_bytes = parameter_stats(self.model)["param_bytes"]
+        per_average = int(round(2 * (workers - 1) / workers * param_bytes)) if workers > 1 else 0
+        total = synchronous["bytes_sent_per_step"] * self.steps_by_kind.get(SYNC, 0)
+        total += per_average * self.steps_by_kind.get(AVERAGE, 0)
+        per_step = int(round(total / steps)) if steps else 0
+        return {
+            **synchronous,
+            "bytes_sent_per_step": per_step,
+            "bytes_received_per_step": per_step,
+            "bytes_total": total,
+            "bytes_method": synchronous["bytes_method"] + " per synchronous step; 2(W-1)/W x "
+            "parameter bytes per averaging step (uncompressed); averaged over every step",
         }
 
     def extra_record(self) -> dict:

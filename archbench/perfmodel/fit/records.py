@@ -121,7 +121,9 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
     view = RunRecord(record)
     if not view.ok or record.get("kind") not in (None, "run"):
         return None
-    step_s = view.get("timing.step_s_median")
+    # the step over a round of local and averaging steps where --sync-every mixed them (it is
+    # the median itself otherwise; records written before it existed have only the median)
+    step_s = view.get("timing.step_s_amortized") or view.get("timing.step_s_median")
     param_bytes = view.get("model_stats.param_bytes")
     config = view.config
     if not is_finite_positive(step_s) or not is_finite_positive(param_bytes):
@@ -148,6 +150,7 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         p2p_schedule=str(config.get("p2p_schedule") or "staggered"),
         cpu_sharing_ranks=cpu_sharing_ranks(record, placement),
         link_burst_bytes=emulated_burst_bytes(view.cluster.get("link")),
+        sync_every=int(config.get("sync_every") or 1),
     )
     compute = view.get("timing.compute_s_median")
     comm = view.get("timing.comm_s_median")

@@ -9,7 +9,6 @@ import sys
 
 from archbench.bandwidth import format_bits as format_bandwidth
 from archbench.bandwidth import parse_bandwidth
-from archbench.compression import carry_problem
 from archbench.errors import UsageError
 from archbench.perfmodel.fit.fitfile import (
     DEFAULT_CALIBRATION,
@@ -51,6 +50,7 @@ PREDICT_SETTINGS: dict[str, dict] = {
     "compression": {},
     "compression_ratio": {},
     "powersgd_rank": {},
+    "sync_every": {},
 }
 
 
@@ -161,7 +161,14 @@ def input_config(args: argparse.Namespace) -> dict:
 
 def build_config(args: argparse.Namespace) -> StepConfig:
     check_ranges(args)
-    problem = carry_problem(args.arch, args.compression, args.sync is not False)
+    problem = combination_problem(
+        {
+            "arch": args.arch,
+            "sync": args.sync,
+            "sync_every": args.sync_every,
+            "compression": args.compression,
+        }
+    )
     if problem:
         raise UsageError(problem)
     placement = default_placement(args.arch, args.workers, args.num_ps, args.placement, args.hosts)
@@ -199,6 +206,7 @@ def build_config(args: argparse.Namespace) -> StepConfig:
         p2p_schedule=args.p2p_schedule,
         cpu_sharing_ranks=len(placement.hosts) if args.emulated else 1,
         link_burst_bytes=emulated_burst_bytes(args.bandwidth) if args.emulated else 0.0,
+        sync_every=args.sync_every or 1,
     )
 
 
@@ -220,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
                 "param_bytes": config.param_bytes,
                 "bandwidth_bits": config.bandwidth_bits,
                 "sync": config.sync,
+                "sync_every": config.sync_every,
                 "hosts": list(config.placement.hosts),
                 "roles": list(config.placement.roles),
             },

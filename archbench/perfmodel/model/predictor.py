@@ -83,6 +83,7 @@ class StepConfig:
     p2p_schedule: str = "staggered"
     cpu_sharing_ranks: int = 1  # processes sharing this worker's cores (itself included)
     link_burst_bytes: float = 0.0  # the emulated links' token bucket (0 on real links)
+    sync_every: int = 1  # --sync-every H: parameters averaged every H steps, local steps between
 
     @property
     def num_workers(self) -> int:
@@ -203,7 +204,11 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         gamma_s_per_byte=fitted.gamma_s_per_byte * slowdown,
         overlap=fitted.overlap,
     )
-    cost = architecture(config.arch).cost_function()(config, arch, calib, compute)
+    cost_function = architecture(config.arch).cost_function()
+    if local_steps(config):
+        cost = _local_sgd_cost(cost_function, config, arch, calib, compute)
+    else:
+        cost = cost_function(config, arch, calib, compute)
     comm, exposed, step, terms = cost.comm_s, cost.exposed_s, cost.step_s, cost.terms
     workers = config.placement.worker_hosts
     samples = len(workers) * config.batch_size / step if step > 0 else float("inf")
@@ -216,6 +221,40 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         terms=terms,
         parts={F.COMPUTE: compute, **cost.parts},
     )
+
+
+def local_steps(config: StepConfig) -> bool:
+    """Whether --sync-every prices this configuration: H > 1 on an architecture it applies to
+    (asynchronous PS refuses it)."""
+    from archbench.settings import applies
+
+    return (
+        config.sync_every > 1
+        and applies("sync_every", config.arch)
+        and (config.sync or not architecture(config.arch).has_servers)
+    )
+
+
+def _local_sgd_cost(cost_function, config: StepConfig, arch: ArchParams, calib, compute: float):
+    """The steady state of --sync-every H, per step: every step applies its own update (what
+    `single` pays, gamma per byte), and one step in H also runs the architecture's exchange, of
+    the same bytes as a gradient exchange, after the update (nothing left to overlap with:
+    phi = 0). Step = compute + gamma*M + T_exchange / H. The synchronous warm-up steps of
+    --sync-every-warmup-steps are not priced (the model is of the steady state)."""
+    from archbench.perfmodel.model.costs import StepCost, single_cost
+
+    own_update = single_cost(config, arch, calib, compute)
+    unhidden = ArchParams(
+        alpha_s=arch.alpha_s,
+        efficiency=arch.efficiency,
+        gamma_s_per_byte=arch.gamma_s_per_byte,
+        overlap=0.0,
+    )
+    exchange = cost_function(config, unhidden, calib, compute)
+    every = config.sync_every
+    comm = own_update.comm_s + exchange.comm_s / every
+    terms = {**exchange.terms, "sync_every": every, "exchange_s": exchange.comm_s}
+    return StepCost(comm, comm, compute + comm, terms)
 
 
 def default_placement(

@@ -106,6 +106,7 @@ def step_config_for(
         p2p_schedule=str(config.get("p2p_schedule", "staggered")),
         cpu_sharing_ranks=sharing,
         link_burst_bytes=emulated_burst_bytes(bandwidth) if shared_machine else 0.0,
+        sync_every=int(config.get("sync_every") or 1),
     )
 
 
@@ -140,6 +141,13 @@ def predict_candidates(
     return ranked
 
 
+def measured_step_s(record: dict[str, Any]) -> Any:
+    """The measured step the model predicts: amortized over local and averaging steps where
+    --sync-every mixed them (the median itself otherwise, and in records without the key)."""
+    timing = record.get("timing") or {}
+    return timing.get("step_s_amortized") or timing.get("step_s_median")
+
+
 def attach_measurements(
     candidates: list[Candidate], records: Sequence[dict[str, Any]], objective_name: str
 ) -> None:
@@ -147,10 +155,9 @@ def attach_measurements(
     by_run = {r.get("run_id"): r for r in records if r.get("status") == "ok"}
     for cand in candidates:
         steps = [
-            by_run[run_id]["timing"]["step_s_median"]
+            measured_step_s(by_run[run_id])
             for run_id in cand.run_ids
-            if run_id in by_run
-            and is_finite_positive((by_run[run_id].get("timing") or {}).get("step_s_median"))
+            if run_id in by_run and is_finite_positive(measured_step_s(by_run[run_id]))
         ]
         cand.measured_runs = len(steps)
         if steps:
