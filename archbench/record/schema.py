@@ -12,7 +12,8 @@ holds what they follow from: `timing.epoch_s` (and `timing.samples_per_epoch`), 
 configured data set at the median step's throughput, as training computes it now; and
 `config.sync_every` / `config.sync_every_warmup_steps`: a run written before the setting existed
 synchronized every step (1 and 0 where the setting applies, null elsewhere, as training writes
-them now).
+them now); `config.compression` of a p2p or ps run written when only ring could compress (null
+then) is "none", what those runs did.
 """
 
 from __future__ import annotations
@@ -185,6 +186,18 @@ def derive_sync_every(record: dict[str, Any]) -> None:
     config.setdefault("sync_every_warmup_steps", 0 if applies else None)
 
 
+def derive_compression(record: dict[str, Any]) -> None:
+    """`config.compression` for a p2p or ps record written when compression was ring's alone
+    (null there then): those runs sent dense gradients, which is "none" now."""
+    config = record.get("config")
+    if not isinstance(config, dict) or "arch" not in config or config.get("compression"):
+        return
+    from archbench.settings import SETTINGS
+
+    if SETTINGS["compression"].applies(str(config["arch"])):
+        config["compression"] = "none"
+
+
 def migrate(record: dict[str, Any]) -> dict[str, Any]:
     """The record as this schema writes it, in place: an older version is upgraded (and says
     from which version in `migrated_from`), and keys added since it was written are derived."""
@@ -202,4 +215,5 @@ def migrate(record: dict[str, Any]) -> dict[str, Any]:
         record["schema"] = SCHEMA
     derive_epoch_s(record)
     derive_sync_every(record)
+    derive_compression(record)
     return record
