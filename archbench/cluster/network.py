@@ -108,14 +108,16 @@ def namespace_pids(namespace: str) -> list[int]:
     return [int(pid) for pid in result.stdout.split() if pid.isdigit()]
 
 
-def _signal_all(pids: list[int], signum: int) -> None:
+def signal_pids(pids: list[int], signum: int) -> None:
+    """Send `signum` to each pid that still exists (others are skipped)."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
 
 
-def _reap(pids: list[int]) -> None:
-    # sshd may be our own child when `up` ran in this process; collect it so no zombie is left.
+def reap_pids(pids: list[int]) -> None:
+    """Collect those of `pids` that are this process's exited children (sshd or a Slurm daemon
+    started by an `up` that ran in this process), so no zombie is left."""
     for pid in pids:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
@@ -124,14 +126,14 @@ def _reap(pids: list[int]) -> None:
 def stop_namespace_processes(namespace: str, grace_s: float = 3.0) -> None:
     """TERM, then KILL, every process living in the namespace (sshd, its sessions, ranks)."""
     pids = namespace_pids(namespace)
-    _signal_all(pids, signal.SIGTERM)
+    signal_pids(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while pids and time.monotonic() < deadline:
         time.sleep(0.05)
-        _reap(pids)
+        reap_pids(pids)
         pids = namespace_pids(namespace)
-    _signal_all(pids, signal.SIGKILL)
-    _reap(pids)
+    signal_pids(pids, signal.SIGKILL)
+    reap_pids(pids)
 
 
 def delete_namespace(namespace: str) -> None:

@@ -24,6 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from archbench.cluster.network import reap_pids, signal_pids
 from archbench.cluster.preflight import find_tool
 from archbench.cluster.state import ClusterState
 from archbench.errors import RunFailed, UsageError
@@ -356,17 +357,17 @@ def _stepd_of(entry: Path, directory: Path) -> bool:
 def stop(directory: Path, grace_s: float = STOP_GRACE_S) -> None:
     """TERM, then KILL, this cluster's Slurm and munge daemons; waits until they are gone."""
     pids = daemon_pids(directory)
-    _signal(pids, signal.SIGTERM)
+    signal_pids(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while pids and time.monotonic() < deadline:
         time.sleep(0.1)
-        _reap(pids)
+        reap_pids(pids)
         pids = [pid for pid in pids if _alive(pid)]
-    _signal(pids, signal.SIGKILL)
+    signal_pids(pids, signal.SIGKILL)
     deadline = time.monotonic() + 2.0
     while pids and time.monotonic() < deadline:
         time.sleep(0.05)
-        _reap(pids)
+        reap_pids(pids)
         pids = [pid for pid in pids if _alive(pid)]
     if pids:
         raise RunFailed(f"Slurm daemons {', '.join(map(str, pids))} did not stop")
@@ -376,19 +377,6 @@ def _alive(pid: int) -> bool:
     from archbench.cluster.sshd import pid_alive
 
     return pid_alive(pid)
-
-
-def _signal(pids: list[int], signum: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signum)
-
-
-def _reap(pids: list[int]) -> None:
-    # The daemons are this process's children when `up` and `down` ran in it (a sweep).
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
 
 
 def _pid_is(pid: int | None, program: str) -> bool:
