@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         reference = base.get((run["workload"], run["batch_size"]))
         if run["arch"] == "single" or reference is None:
             continue
-        ratios = [value / reference for value in run["compute_s_per_worker"] or []]
+        ratios = [value / reference for value in run["compute_s_per_worker"]]
         if not ratios:  # a record from before per-rank compute was recorded
             continue
         worst = max(ratios, key=lambda ratio: abs(ratio - 1))

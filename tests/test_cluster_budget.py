@@ -4,11 +4,13 @@ Uses clusters of its own (cb1.., ck1..), beside the session's node1..node3 clust
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,14 +44,25 @@ def _groups_of(cluster: str) -> list[Path]:
     return [path for path in cgroups.leftover_groups(hierarchy) if f"/{cluster}" in str(path)]
 
 
+@contextlib.contextmanager
+def _own_cluster(name: str, prefix: str, *args: str) -> Iterator[subprocess.CompletedProcess[str]]:
+    """A cluster of the test's own at 100 Mbit (`up` with `args`; its result is yielded), brought
+    down whatever happens; a failed `down` fails the test."""
+    try:
+        yield run_cluster_command(
+            "up", "--name", name, "--prefix", prefix, "--bandwidth", "100mbit", *args
+        )
+    finally:
+        down = run_cluster_command("down", "--name", name)
+    assert down.returncode == 0, down.stderr
+
+
 def test_budget_holds_every_process_of_a_node_and_is_removed_by_down() -> None:
     name, prefix = "budgettest", "cb"
-    try:
-        up = run_cluster_command(
-            "up", "--name", name, "--prefix", prefix, "--nodes", "2", "--bandwidth", "100mbit",
-            # Small enough to fit beside the session cluster's budgets.
-            "--cpus-per-node", "0.05", "--cfs-period-ms", "20",
-        )  # fmt: skip
+    # Small enough to fit beside the session cluster's budgets.
+    with _own_cluster(
+        name, prefix, "--nodes", "2", "--cpus-per-node", "0.05", "--cfs-period-ms", "20"
+    ) as up:
         assert up.returncode == 0, up.stderr
         assert "0.05 CPUs per node" in up.stdout
         state = load_state(name)
@@ -89,28 +102,20 @@ def test_budget_holds_every_process_of_a_node_and_is_removed_by_down() -> None:
         yields = _ssh("cb1", f"{sys.executable} -c '{YIELD_200}'")
         assert yields.returncode == 0, yields.stderr
         assert float(yields.stdout) >= 200 * 100e-6
-    finally:
-        down = run_cluster_command("down", "--name", name)
-    assert down.returncode == 0, down.stderr
     assert _groups_of(name) == []
 
 
 def test_idle_nap_0_leaves_waits_spinning() -> None:
     name, prefix = "spintest", "cs"
-    try:
-        up = run_cluster_command(
-            "up", "--name", name, "--prefix", prefix, "--nodes", "1", "--bandwidth", "100mbit",
-            "--cpus-per-node", "0.05", "--idle-nap-us", "0",
-        )  # fmt: skip
+    with _own_cluster(
+        name, prefix, "--nodes", "1", "--cpus-per-node", "0.05", "--idle-nap-us", "0"
+    ) as up:
         assert up.returncode == 0, up.stderr
         assert "idle waits spin" in up.stdout
         state = load_state(name)
         assert state is not None and state.nap_library is None
         session = _ssh("cs1", "echo preload=$LD_PRELOAD")
         assert session.stdout.strip() == "preload=", session.stdout
-    finally:
-        down = run_cluster_command("down", "--name", name)
-    assert down.returncode == 0, down.stderr
 
 
 def test_a_killed_up_leaves_no_group_after_down() -> None:

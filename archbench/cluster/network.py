@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 from archbench.cluster.spec import bandwidth_bits_per_s
 from archbench.errors import RunFailed
@@ -123,17 +124,29 @@ def reap_pids(pids: list[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
-def stop_namespace_processes(namespace: str, grace_s: float = 3.0) -> None:
-    """TERM, then KILL, every process living in the namespace (sshd, its sessions, ranks)."""
-    pids = namespace_pids(namespace)
+def terminate(live: Callable[[], list[int]], grace_s: float, kill_wait_s: float = 0.0) -> list[int]:
+    """TERM every process `live()` lists, wait up to `grace_s` for them to go, KILL the rest and
+    wait up to `kill_wait_s` for those; returns the pids still alive."""
+    pids = live()
     signal_pids(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while pids and time.monotonic() < deadline:
         time.sleep(0.05)
         reap_pids(pids)
-        pids = namespace_pids(namespace)
+        pids = live()
     signal_pids(pids, signal.SIGKILL)
     reap_pids(pids)
+    deadline = time.monotonic() + kill_wait_s
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.05)
+        reap_pids(pids)
+        pids = live()
+    return pids
+
+
+def stop_namespace_processes(namespace: str, grace_s: float = 3.0) -> None:
+    """TERM, then KILL, every process living in the namespace (sshd, its sessions, ranks)."""
+    terminate(lambda: namespace_pids(namespace), grace_s)
 
 
 def delete_namespace(namespace: str) -> None:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-from archbench.cluster.network import reap_pids, signal_pids
+from archbench.cluster.network import terminate
 from archbench.cluster.preflight import find_tool
 from archbench.cluster.state import ClusterState
 from archbench.errors import RunFailed, UsageError
@@ -357,20 +356,9 @@ def _stepd_of(entry: Path, directory: Path) -> bool:
 def stop(directory: Path, grace_s: float = STOP_GRACE_S) -> None:
     """TERM, then KILL, this cluster's Slurm and munge daemons; waits until they are gone."""
     pids = daemon_pids(directory)
-    signal_pids(pids, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while pids and time.monotonic() < deadline:
-        time.sleep(0.1)
-        reap_pids(pids)
-        pids = [pid for pid in pids if _alive(pid)]
-    signal_pids(pids, signal.SIGKILL)
-    deadline = time.monotonic() + 2.0
-    while pids and time.monotonic() < deadline:
-        time.sleep(0.05)
-        reap_pids(pids)
-        pids = [pid for pid in pids if _alive(pid)]
-    if pids:
-        raise RunFailed(f"Slurm daemons {', '.join(map(str, pids))} did not stop")
+    left = terminate(lambda: [pid for pid in pids if _alive(pid)], grace_s, kill_wait_s=2.0)
+    if left:
+        raise RunFailed(f"Slurm daemons {', '.join(map(str, left))} did not stop")
 
 
 def _alive(pid: int) -> bool:

@@ -501,12 +501,8 @@ def _pull(tf, model, shard_vars, global_step, worker_device, anchors=None):
     the anchors where there are some (--sync-every: the values local changes are measured from)."""
     assigns = []
     for index, (local, per_variable) in enumerate(zip(model.trainable_variables, shard_vars)):
-        parts = []
-        for shard, master, _, _ in per_variable:
-            with tf.device(f"/job:ps/task:{shard.ps_task}"):
-                parts.append(master.read_value())
+        value = _joined(tf, per_variable, lambda entry: entry[1], worker_device)
         with tf.device(worker_device):
-            value = parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
             assigns.append(local.assign(value, read_value=False))
             if anchors is not None:
                 assigns.append(anchors[index].assign(value, read_value=False))
@@ -519,14 +515,21 @@ def _pull_momentum(tf, velocities, shard_vars, worker_device):
     """The servers' momentum of every shard into this worker's own momentum."""
     assigns = []
     for velocity, per_variable in zip(velocities, shard_vars):
-        parts = []
-        for shard, _, slot, _ in per_variable:
-            with tf.device(f"/job:ps/task:{shard.ps_task}"):
-                parts.append(slot.read_value())
+        value = _joined(tf, per_variable, lambda entry: entry[2], worker_device)
         with tf.device(worker_device):
-            value = parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
             assigns.append(velocity.assign(value, read_value=False))
     return tf.group(*assigns)
+
+
+def _joined(tf, per_variable, server_variable, worker_device):
+    """One variable whole on the worker: each shard's `server_variable(entry)` read on its
+    server (so each crosses the network once), joined on the worker."""
+    parts = []
+    for entry in per_variable:
+        with tf.device(f"/job:ps/task:{entry[0].ps_task}"):
+            parts.append(server_variable(entry).read_value())
+    with tf.device(worker_device):
+        return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
 
 
 def initial_feed(graph: WorkerGraph, initial_weights: list[np.ndarray]) -> dict:

@@ -17,6 +17,7 @@ import pickle
 import sys
 import time
 from collections import Counter
+from functools import cached_property
 
 import numpy as np
 
@@ -186,7 +187,7 @@ class PSTrainer(Trainer):
             sync=config.sync,
             lr=config.lr,
             momentum=config.momentum,
-            compression=CompressionSpec.from_config(config),
+            compression=self.compression,
             local_steps=self.schedule.local_steps,
         )
         self.plan = self.graph.plan
@@ -457,10 +458,10 @@ class PSTrainer(Trainer):
     def comm_stats(self, steps: int) -> dict:
         pushed = self.plan.total_bytes  # one dense gradient per step
         pulled = self.plan.total_bytes  # one fresh copy of every shard per step
-        if self._topk_spec() is not None:
+        if self._topk_spec is not None:
             from archbench.compression.record import ps_stats
 
-            return ps_stats(self._topk_spec(), self.plan.total_bytes // 4, pulled, steps)
+            return ps_stats(self._topk_spec, self.plan.total_bytes // 4, pulled, steps)
         stats = {
             "bytes_sent_per_step": pushed,
             "bytes_received_per_step": pulled,
@@ -493,8 +494,14 @@ class PSTrainer(Trainer):
             "every step",
         }
 
+    @cached_property
+    def compression(self) -> CompressionSpec:
+        return CompressionSpec.from_config(self.config)
+
+    @cached_property
     def _topk_spec(self) -> CompressionSpec | None:
-        spec = CompressionSpec.from_config(self.config)
+        """The top-k method when this run pushes sparse gradients (synchronous only), else None."""
+        spec = self.compression
         return spec if spec.sparse and self.config.sync else None
 
     def extra_record(self) -> dict:
@@ -533,7 +540,7 @@ class PSTrainer(Trainer):
                 "bytes_served_per_server_per_step": [per_step(workers * b) for b in held],
                 # top-k: how the kept entries fall on the servers depends on the gradients
                 "bytes_received_per_server_per_step": [per_step(workers * b) for b in held]
-                if self._topk_spec() is None
+                if self._topk_spec is None
                 else None,
                 "bytes_received_all_servers_per_step": workers * pushed,
                 "bytes_pushed_per_worker_per_step": pushed,
