@@ -48,6 +48,8 @@ class ArrayDataset:
     scale: float  # inputs are multiplied by this (1/255 for images, 1 for token ids)
     source: str
     tensors: tuple | None = field(default=None, repr=False)  # (x_train, y_train) as tf constants
+    vocab_size: int | None = None  # token ids the inputs hold (the embedding's rows), text only
+    documents: np.ndarray | None = field(default=None, repr=False)  # per training sample
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -323,23 +325,27 @@ def default_corpus_files() -> list[str]:
 
 
 def read_corpus(text_file: str | None, limit: int = TEXT_CORPUS_BYTES) -> tuple[bytes, str]:
+    documents, source = read_documents(text_file, limit)
+    return b"".join(documents), source
+
+
+def read_documents(
+    text_file: str | None, limit: int = TEXT_CORPUS_BYTES
+) -> tuple[list[bytes], str]:
+    """The corpus as its documents (one per source file), `limit` bytes in all, and its name."""
     if text_file is not None:
         check_text_file(text_file)
         with open(text_file, "rb") as handle:
-            corpus = handle.read(limit)
-        source = text_file
-    else:
-        chunks, total = [], 0
-        for path in default_corpus_files():
-            with open(path, "rb") as handle:
-                chunk = handle.read()
-            chunks.append(chunk)
-            total += len(chunk)
-            if total >= limit:
-                break
-        corpus = b"".join(chunks)[:limit]
-        source = f"python{sys.version_info[0]}.{sys.version_info[1]} standard library sources"
-    return corpus, source
+            return [handle.read(limit)], text_file
+    documents, total = [], 0
+    for path in default_corpus_files():
+        with open(path, "rb") as handle:
+            chunk = handle.read(limit - total)
+        documents.append(chunk)
+        total += len(chunk)
+        if total >= limit:
+            break
+    return documents, f"python{sys.version_info[0]}.{sys.version_info[1]} standard library sources"
 
 
 def check_text_file(path: str) -> None:
@@ -372,6 +378,31 @@ def make_text_dataset(text_file: str | None, seq_len: int) -> ArrayDataset:
     return ArrayDataset("text", x[:split], y[:split], x[split:], y[split:], TEXT_VOCAB, 1.0, source)
 
 
+def make_word_dataset(text_file: str | None, seq_len: int, vocab_size: int) -> ArrayDataset:
+    """Windows of seq_len words -> the next word (`archbench.words`), with each training
+    window's document."""
+    from archbench.words import tokenize, windows
+
+    documents, source = read_documents(text_file)
+    if not any(document.strip() for document in documents):
+        raise UsageError(f"text corpus {source}: empty (no words to train on)")
+    corpus = tokenize(documents, vocab_size)
+    cut = windows(corpus, seq_len, vocab_size, source)
+    split = int(len(cut.x) * (1 - TEXT_TEST_FRACTION))
+    return ArrayDataset(
+        "words",
+        cut.x[:split],
+        cut.y[:split],
+        cut.x[split:],
+        cut.y[split:],
+        cut.output_classes,
+        1.0,
+        f"{source}, {len(corpus.ids):,} words, {corpus.distinct_tokens:,} distinct",
+        vocab_size=vocab_size,
+        documents=cut.documents[:split],
+    )
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -400,6 +431,8 @@ def load_dataset(config) -> ArrayDataset | SyntheticData:
         )
     if config.dataset == "text":
         return make_text_dataset(config.text_file, config.seq_len)
+    if config.dataset == "words":
+        return make_word_dataset(config.text_file, config.seq_len, config.vocab_size)
     raise UsageError(f"unknown dataset {config.dataset!r}")
 
 
@@ -427,8 +460,10 @@ def check_available(config) -> None:
             raise UsageError("\n".join(problems))
     elif config.dataset == "cifar10":
         load_cifar10_check(config.data_dir)
-    elif config.dataset == "text" and config.text_file:
+    elif config.dataset in ("text", "words") and config.text_file:
         check_text_file(config.text_file)
+        if os.path.getsize(config.text_file) == 0:
+            raise UsageError(f"--text-file {config.text_file}: empty (no text to train on)")
 
 
 def load_cifar10_check(data_dir: str | None) -> None:

@@ -7,7 +7,10 @@ import numpy as np
 from archbench.errors import UsageError
 
 IMAGE_MODELS = ("mlp", "cnn", "resnet20", "wide_mlp")
-TEXT_MODELS = ("charlm",)
+TEXT_MODELS = ("charlm", "wordlm")
+# each text model reads one data set, and only it reads that data set
+TEXT_DATASET_OF = {"charlm": "text", "wordlm": "words"}
+WORD_EMBEDDING_DIM = 64
 # tf.keras.applications constructors (weights=None): for synthetic data and GPU clusters
 KERAS_APPLICATIONS = {
     "resnet50": "ResNet50",
@@ -36,10 +39,12 @@ def check_model_name(model: str, dataset: str) -> None:
     known = IMAGE_MODELS + TEXT_MODELS + tuple(KERAS_APPLICATIONS)
     if model not in known:
         raise UsageError(f"unknown model {model!r} (choose from {', '.join(known)})")
-    if (model in TEXT_MODELS) != (dataset == "text"):
+    if TEXT_DATASET_OF.get(model) != dataset and (
+        model in TEXT_MODELS or dataset in TEXT_DATASET_OF.values()
+    ):
         raise UsageError(
             f"model {model!r} does not train on dataset {dataset!r} "
-            "(charlm goes with --dataset text and only there)"
+            "(charlm goes with --dataset text and wordlm with --dataset words, and only there)"
         )
     if model in KERAS_APPLICATIONS and dataset not in ("synthetic", "cifar10"):
         raise UsageError(
@@ -73,8 +78,15 @@ def _resnet20(tf, inputs, num_classes: int):
     return layers.Dense(num_classes)(x)
 
 
-def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed: int):
+def build_model(
+    name: str,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    seed: int,
+    vocab_size: int | None = None,
+):
     """The Keras model `name`, initialised from `seed` (the same on every rank). Outputs logits.
+    `vocab_size`: the token ids a word model's inputs hold (its embedding's rows).
 
     Layers are named, so variable names (which parameter servers shard by) do not depend on how
     many models the process built before."""
@@ -118,6 +130,14 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed:
         )(x)
         x = layers.GlobalAveragePooling1D(name="pool")(x)
         outputs = layers.Dense(num_classes, name="logits")(x)
+    elif name == "wordlm":
+        # The embedding holds most of the parameters and a batch touches few of its rows.
+        if vocab_size is None:
+            raise UsageError("wordlm needs --dataset words (its vocabulary sizes the embedding)")
+        x = layers.Embedding(vocab_size, WORD_EMBEDDING_DIM, name="embedding")(inputs)
+        x = layers.Conv1D(64, 3, padding="causal", activation="relu", name="conv1")(x)
+        x = layers.GlobalAveragePooling1D(name="pool")(x)
+        outputs = layers.Dense(num_classes, name="logits")(x)
     elif name in KERAS_APPLICATIONS:
         constructor = getattr(tf.keras.applications, KERAS_APPLICATIONS[name])
         try:
@@ -132,6 +152,13 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed:
     else:
         raise UsageError(f"unknown model {name!r}")
     return tf.keras.Model(inputs, outputs, name=name)
+
+
+def build_for_data(name: str, data, seed: int):
+    """The model `name` for a loaded data set (its input shape, classes and vocabulary)."""
+    return build_model(
+        name, data.input_shape, data.num_classes, seed, getattr(data, "vocab_size", None)
+    )
 
 
 def parameter_stats(model) -> dict:

@@ -25,7 +25,7 @@ from archbench.archs import ARCHITECTURES, MULTI_PROCESS, WITH_SERVERS
 from archbench.compression import CARRIED_BY, METHODS, carry_problem
 from archbench.errors import UsageError
 
-DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text")
+DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text", "words")
 OPTIMIZERS = ("sgd",)
 COMPRESSIONS = METHODS  # which architecture carries which: archbench.compression.CARRIED_BY
 ERROR_FEEDBACK = ("on", "off")
@@ -35,6 +35,19 @@ ERROR_FEEDBACK = ("on", "off")
 ALLREDUCE_ALGORITHMS = ("ring", "default")
 PS_SHARDINGS = ("round-robin", "balanced")
 P2P_SCHEDULES = ("naive", "staggered")
+# How an embedding's gradient (IndexedSlices: the rows a batch touched) travels: `dense` turns it
+# into a whole matrix first (ring: densify then allreduce); `sparse` sends the touched rows and
+# their indices (ring: Horovod's allgather; p2p: each owner gets the rows in its shard; ps: pushes
+# the touched rows, pulls only the rows a batch reads). archbench.sparse_rows says which ran.
+SPARSE_EXCHANGES = ("dense", "sparse")
+# Which samples each worker trains on (archbench.partition): `random` is the global shuffle of
+# the sync semantics; `contiguous` gives each worker a contiguous run of documents; `graph` cuts
+# the sample-word graph with METIS so each worker's samples share words.
+DATA_PARTITIONS = ("random", "contiguous", "graph")
+# Which server holds which embedding row (ps, sparse exchange): `range` contiguous row ranges
+# (the shard plan's), `round-robin` row r on server r mod K, `hash` on a hash of r, `by-use` on the
+# server of the worker whose partition uses it most (after partitioning the data).
+PARAM_PARTITIONS = ("range", "round-robin", "hash", "by-use")
 # Placements the sweep turns into hostfiles itself; any other level names a hostfile.
 PLACEMENT_POLICIES = ("packed", "spread", "dedicated", "colocated")
 SERVER_PLACEMENTS = frozenset({"dedicated", "colocated"})
@@ -46,6 +59,7 @@ _MULTI = MULTI_PROCESS
 _PS = WITH_SERVERS
 _RING = frozenset({"ring"})
 _P2P = frozenset({"p2p"})
+_SPARSE = frozenset({"ring", "p2p", "ps"})
 _COMPRESSED = frozenset(CARRIED_BY)
 _SYNC_EVERY = frozenset({"ring", "p2p", "ps"})
 _SHAPE = re.compile(r"^\d+(x\d+)*$")
@@ -206,11 +220,12 @@ SETTINGS: dict[str, Setting] = {
         S("model", "str", "mlp", ALL, check=_check_model, help="model name (see --help)"),
         S("dataset", "choice", "fashion_mnist", ALL, choices=DATASETS),
         S("data_dir", "str", None, ALL, help="folder with the data set's files (default for fashion_mnist: Debian's)"),
-        S("text_file", "str", None, ALL, help="corpus for --dataset text (default: the Python standard library's sources)"),
+        S("text_file", "str", None, ALL, help="corpus for --dataset text or words (default: the Python standard library's sources)"),
+        S("vocab_size", "int", 20_000, ALL, minimum=2, maximum=10_000_000, numeric=True, unit="words", help="words in the vocabulary of --dataset words (the most frequent; the rest share one id)"),
         S("synthetic_shape", "shape", (28, 28, 1), ALL, check=_check_shape, help="input shape for synthetic data, e.g. 224x224x3"),
         S("synthetic_classes", "int", 10, ALL, minimum=1, maximum=1_000_000),
         S("synthetic_samples", "int", 2048, ALL, minimum=1, maximum=100_000_000),
-        S("seq_len", "int", 64, ALL, minimum=1, maximum=65_536, numeric=True, unit="characters", help="characters per window (text)"),
+        S("seq_len", "int", 64, ALL, minimum=1, maximum=65_536, numeric=True, unit="tokens", help="tokens per window: characters (text) or words (words)"),
         S("batch_size", "int", 32, ALL, minimum=1, maximum=1_048_576, numeric=True, unit="samples", help="samples per worker per step"),
         S("epochs", "int", None, ALL, minimum=1, maximum=1_000_000, numeric=True, group="length", help="passes over the training set (default 1)"),
         S("steps", "int", None, ALL, minimum=1, maximum=1_000_000_000, numeric=True, group="length", help="training steps (instead of --epochs)"),
@@ -242,6 +257,10 @@ SETTINGS: dict[str, Setting] = {
         S("ps_sharding", "choice", "round-robin", _PS, choices=PS_SHARDINGS),
         S("ps_timeout_s", "float", 60.0, _PS, flag="--ps-timeout", minimum=0, exclusive_minimum=True, maximum=1e6, unit="s", help="seconds to wait for a server or worker before failing the run"),
         S("p2p_schedule", "choice", "staggered", _P2P, choices=P2P_SCHEDULES),
+        # sparse models (archbench.sparse_rows, archbench.partition)
+        S("sparse_exchange", "choice", "dense", _SPARSE, choices=SPARSE_EXCHANGES, help="embedding gradients: dense (densified, the default) or sparse (touched rows and their indices; ps: --sync only)"),
+        S("data_partition", "choice", "random", _SPARSE, choices=DATA_PARTITIONS, help="which samples each worker trains on: random (the global shuffle, default), contiguous (runs of documents), graph (METIS cut of the sample-word graph); only random keeps the sync semantics"),
+        S("param_partition", "choice", "range", _PS, choices=PARAM_PARTITIONS, help="which server holds which embedding row (--sparse-exchange sparse): range (default), round-robin, hash, by-use"),
         # synchronization frequency (local SGD): archbench.localsgd says which steps communicate
         S("sync_every", "int", 1, _SYNC_EVERY, minimum=1, maximum=1_000_000, numeric=True, unit="steps", help="average the workers' models every H steps, each worker applying its own gradients in between (1: synchronous training, gradients averaged every step; ps: --sync only)"),
         S("sync_every_warmup_steps", "int", 0, _SYNC_EVERY, minimum=0, maximum=1_000_000_000, numeric=True, unit="steps", help="synchronous steps (gradients averaged) before the local steps of --sync-every start"),
@@ -262,7 +281,7 @@ _HELP_GROUPS = {
     _RING: "ring (Horovod)",
     _PS: "ps (parameter server)",
     _P2P: "p2p (peer to peer)",
-    _COMPRESSED: "gradient compression (ring, p2p, ps)",
+    _COMPRESSED: "communication reduction: compression, --sync-every, sparse models (ring, p2p, ps)",
 }
 
 
@@ -425,6 +444,9 @@ def combination_problem(values: dict[str, Any]) -> str | None:
             f"--sync-every {every} with --compression {compression} is not supported: local "
             "steps and compressed exchanges are not combined yet; use one of them"
         )
+    problem = _sparse_problem(values)
+    if problem:
+        return problem
     shape = values.get("synthetic_shape")
     if values.get("dataset") == "synthetic" and shape:
         dims = [int(d) for d in (shape.split("x") if isinstance(shape, str) else shape)]
@@ -451,3 +473,52 @@ def record_config(arch: str, values: dict[str, Any]) -> dict[str, Any]:
             value = "sync" if value else "async"
         record[row.name] = value
     return record
+
+
+def _sparse_problem(values: dict[str, Any]) -> str | None:
+    """Sparse exchange and partitionings where they cannot apply: another architecture, another
+    data set, or together with a setting they do not combine with."""
+    arch = values.get("arch")
+    for name in ("data_partition", "param_partition", "sparse_exchange"):
+        row = SETTINGS[name]
+        value = values.get(name)
+        if arch is not None and value not in (None, row.default) and not row.applies(arch):
+            return (
+                f"{row.train_flag} {value} cannot apply to --arch {arch}: it applies to "
+                f"{', '.join(sorted(row.applies_to))}"
+            )
+    data_partition = values.get("data_partition")
+    if data_partition not in (None, "random") and values.get("dataset") != "words":
+        return (
+            f"--data-partition {data_partition} cannot apply to --dataset "
+            f"{values.get('dataset')}: it partitions the documents and words of --dataset words "
+            "(model wordlm)"
+        )
+    param_partition = values.get("param_partition")
+    if param_partition not in (None, "range"):
+        if values.get("sparse_exchange") != "sparse" or values.get("model") not in (
+            "wordlm",
+            "charlm",
+        ):
+            return (
+                f"--param-partition {param_partition} places embedding rows: it needs "
+                "--sparse-exchange sparse and a model with an embedding (wordlm, charlm)"
+            )
+        if param_partition == "by-use" and data_partition in (None, "random"):
+            return (
+                "--param-partition by-use places each row where the data partition uses it: "
+                "give --data-partition contiguous or graph (with random every worker uses every row)"
+            )
+    if values.get("sparse_exchange") == "sparse":
+        compression = values.get("compression")
+        if compression not in (None, "none"):
+            return (
+                f"--sparse-exchange sparse with --compression {compression} is not supported: "
+                "use one of them"
+            )
+        every = values.get("sync_every")
+        if every and every > 1:
+            return f"--sparse-exchange sparse with --sync-every {every} is not supported: use one of them"
+        if arch == "ps" and values.get("sync") is False:
+            return "--sparse-exchange sparse needs synchronous parameter servers (--sync)"
+    return None

@@ -131,6 +131,7 @@ def build_worker_graph(
     input_dtype,
     num_classes: int,
     seed: int,
+    vocab_size: int | None = None,
     sharding: str,
     layout: ClusterLayout,
     worker_index: int,
@@ -154,7 +155,7 @@ def build_worker_graph(
     with graph.as_default():
         # ---- the worker's local copy and its forward/backward pass
         with tf.device(worker_device):
-            model = build_model(model_name, input_shape, num_classes, seed)
+            model = build_model(model_name, input_shape, num_classes, seed, vocab_size)
         plan = plan_for_model(model, layout.num_ps, sharding)
         with tf.device(worker_device):
             before = {id(u) for u in model.updates}

@@ -168,11 +168,9 @@ class KerasTrainer(Trainer):
     def setup(self) -> None:
         import tensorflow as tf
 
-        from archbench.models import build_model
+        from archbench.models import build_for_data
 
-        self.model = build_model(
-            self.config.model, self.data.input_shape, self.data.num_classes, self.config.seed
-        )
+        self.model = build_for_data(self.config.model, self.data, self.config.seed)
         self.optimizer = make_optimizer(self.config)
         self.loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         self._compute = tf.function(self._compute_gradients)

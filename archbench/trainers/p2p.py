@@ -61,13 +61,11 @@ class P2PTrainer(Trainer):
         import tensorflow as tf
         from mpi4py import MPI
 
-        from archbench.models import build_model
+        from archbench.models import build_for_data
 
         self.comm = MPI.COMM_WORLD
         self.check_world("MPI", self.comm.Get_rank(), self.comm.Get_size())
-        self.model = build_model(
-            self.config.model, self.data.input_shape, self.data.num_classes, self.config.seed
-        )
+        self.model = build_for_data(self.config.model, self.data, self.config.seed)
         self.variables = list(self.model.trainable_variables)
         not_float32 = [v.name for v in self.variables if v.dtype != tf.float32]
         if not_float32:

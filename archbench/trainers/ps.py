@@ -170,7 +170,7 @@ class PSTrainer(Trainer):
         )
 
     def _setup_worker(self, tf, threads: int) -> None:
-        from archbench.models import build_model
+        from archbench.models import build_for_data
 
         config, data = self.config, self.data
         input_dtype = tf.float32 if data.scale != 1.0 else tf.as_dtype(data.x_train.dtype)
@@ -180,6 +180,7 @@ class PSTrainer(Trainer):
             input_shape=data.input_shape,
             input_dtype=input_dtype,
             num_classes=data.num_classes,
+            vocab_size=getattr(data, "vocab_size", None),
             seed=config.seed,
             sharding=config.ps_sharding,
             layout=self.layout,
@@ -195,7 +196,7 @@ class PSTrainer(Trainer):
         # the model the chief evaluates. Built after the graph copy, because Keras switches its
         # layer classes to graph mode while a model is built in a tf.Graph, which leaves models
         # built earlier unusable eagerly.
-        self.model = build_model(config.model, data.input_shape, data.num_classes, config.seed)
+        self.model = build_for_data(config.model, data, config.seed)
         self.session = open_session(
             tf,
             self.server.target,
