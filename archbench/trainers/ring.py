@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from archbench.localsgd import AVERAGE, SYNC
 from archbench.trainers.base import KerasTrainer
 
@@ -68,7 +70,14 @@ class RingTrainer(KerasTrainer):
         self.compression = (
             hvd.Compression.fp16 if self.config.compression == "fp16" else hvd.Compression.none
         )
+        import tensorflow as tf
+
+        # --sparse-exchange sparse: rows gathered per row-sparse variable (counted in the steps)
+        self._sparse_rows: dict[str, int] = {}  # variable name -> bytes of one row + its index
         super().setup()
+        self._gathered_rows = [
+            tf.Variable(0, dtype=tf.int64, trainable=False) for _ in self.model.trainable_variables
+        ]
         # Every rank built the same initial weights from the seed; broadcasting makes it a fact.
         hvd.broadcast_variables(self.model.variables, root_rank=0)
         # top-k or PowerSGD: the compressor's exchange replaces Horovod's allreduce
@@ -92,8 +101,32 @@ class RingTrainer(KerasTrainer):
     def exchange(self, grads):
         if self.compressor is not None:
             return self.compressor.exchange(grads)
+        import tensorflow as tf
+
         hvd = self.hvd
-        return [hvd.allreduce(g, op=hvd.Average, compression=self.compression) for g in grads]
+        if not self.sparse:  # densify, then allreduce (sparse_as_dense)
+            grads = [tf.convert_to_tensor(g) for g in grads]
+        # an IndexedSlices is allgathered (its rows and indices), a tensor allreduced
+        reduced = [hvd.allreduce(g, op=hvd.Average, compression=self.compression) for g in grads]
+        self._count_gathered_rows(reduced)
+        return reduced
+
+    @property
+    def sparse(self) -> bool:
+        return self.config.sparse_exchange == "sparse"
+
+    def _count_gathered_rows(self, grads) -> None:
+        """Adds the rows of each gathered IndexedSlices (all workers' rows) to the counters; at
+        trace time, notes which variables' gradients are row-sparse and a row's bytes."""
+        import tensorflow as tf
+
+        for index, grad in enumerate(grads):
+            if isinstance(grad, tf.IndexedSlices):
+                variable = self.model.trainable_variables[index]
+                row_bytes = int(np.prod(variable.shape[1:])) * variable.dtype.size
+                self._sparse_rows[variable.name] = row_bytes + grad.indices.dtype.size
+                rows = tf.cast(tf.shape(grad.indices)[0], tf.int64)
+                self._gathered_rows[index].assign_add(rows)
 
     def _build_fused_step(self):
         if self.config.compression in ("topk", "powersgd"):
@@ -106,8 +139,11 @@ class RingTrainer(KerasTrainer):
             with tf.GradientTape() as tape:
                 logits = self.model(x, training=True)
                 loss = self.loss_fn(y, logits)
-            tape = hvd.DistributedGradientTape(tape, compression=self.compression)
+            tape = hvd.DistributedGradientTape(
+                tape, compression=self.compression, sparse_as_dense=not self.sparse
+            )
             grads = tape.gradient(loss, self.model.trainable_variables)
+            self._count_gathered_rows(grads)
             self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
             return loss
 
@@ -135,19 +171,43 @@ class RingTrainer(KerasTrainer):
         from archbench.models import parameter_stats
 
         workers = self.num_workers
-        gradient_bytes = parameter_stats(self.model)["param_bytes"]
+        gradient_bytes = parameter_stats(self.model)["param_bytes"] - self._row_sparse_dense_bytes()
         if self.config.compression == "fp16":
             gradient_bytes //= 2
         per_step = int(round(2 * (workers - 1) / workers * gradient_bytes)) if workers > 1 else 0
+        method = "analytic: ring allreduce, 2(W-1)/W x gradient bytes"
+        if self._sparse_rows:
+            per_step += int(round((workers - 1) / workers * self._gathered_bytes(steps)))
+            method += (
+                " of the dense gradients; row-sparse gradients: (W-1)/W x the rows and indices "
+                "gathered (counted each step), as a ring allgather moves them"
+            )
         stats = {
             "bytes_sent_per_step": per_step,
             "bytes_received_per_step": per_step,
             "bytes_total": per_step * steps,
-            "bytes_method": "analytic: ring allreduce, 2(W-1)/W x gradient bytes",
+            "bytes_method": method,
         }
         if self.schedule.local_steps:
             stats = self._with_local_steps(stats, steps)
         return stats
+
+    def _gathered_bytes(self, steps: int) -> float:
+        """Bytes of the rows and indices allgathered per step, all workers' together."""
+        by_name = {v.name: i for i, v in enumerate(self.model.trainable_variables)}
+        total = sum(
+            int(self._gathered_rows[by_name[name]].numpy()) * row_bytes
+            for name, row_bytes in self._sparse_rows.items()
+        )
+        return total / max(1, steps)
+
+    def _row_sparse_dense_bytes(self) -> int:
+        """The dense bytes of the variables whose rows were gathered (left out of the allreduce)."""
+        return sum(
+            int(np.prod(v.shape)) * v.dtype.size
+            for v in self.model.trainable_variables
+            if v.name in self._sparse_rows
+        )
 
     def _with_local_steps(self, synchronous: dict, steps: int) -> dict:
         """--sync-every > 1: the gradient allreduce (as counted above) on the synchronous steps,
@@ -171,7 +231,21 @@ class RingTrainer(KerasTrainer):
         }
 
     def extra_record(self) -> dict:
+        from archbench import sparse_rows
+
+        rows = None
+        if self._sparse_rows and self.sparse:
+            by_name = {v.name: i for i, v in enumerate(self.model.trainable_variables)}
+            steps = max(1, sum(self.steps_by_kind.values()))
+            gathered = sum(int(self._gathered_rows[by_name[n]].numpy()) for n in self._sparse_rows)
+            rows = gathered / steps / self.num_workers
         return {
+            "sparse_exchange": sparse_rows.record(
+                self.config.sparse_exchange,
+                [v.name for v in sparse_rows.embedding_variables(self.model)],
+                "Horovod allgather of each worker's rows (duplicates included) and indices",
+                rows,
+            ),
             "controller": self.controller,
             "nccl_built": bool(self.hvd.nccl_built()),
             "allreduce_algorithm": allreduce_algorithm_run(self.controller, self._nccl_in_use()),
