@@ -121,6 +121,12 @@ class WorkerGraph:
     send_report: object = None
     take_report: tuple = ()  # (size, dequeue): the chief takes the other workers' reports
     local: LocalStepOps | None = None  # --sync-every > 1
+    # --sparse-exchange sparse (archbench.ps.rows): the loss the fused step fetches (its forward
+    # pass waits for the row pull), the row pull alone (a probe's), the row shards and counters
+    fused_loss: object = None
+    pull_rows: object = None
+    row_shards: list = field(default_factory=list)
+    row_counts: object = None
 
 
 def build_worker_graph(
@@ -140,13 +146,22 @@ def build_worker_graph(
     momentum: float,
     compression=None,
     local_steps: bool = False,
+    sparse_rows: bool = False,
+    row_positions: dict[int, np.ndarray] | None = None,
 ) -> WorkerGraph:
-    """`compression`: a CompressionSpec, or None (dense pushes); only `topk` changes the graph."""
+    """`compression`: a CompressionSpec, or None (dense pushes); only `topk` changes the graph.
+    `sparse_rows`: push and pull only the embedding rows a batch touches (`archbench.ps.rows`);
+    `row_positions`: per embedding variable index, the stored position of each row (default:
+    the row's own index)."""
     from archbench.models import build_model
+    from archbench.ps import rows
+    from archbench.sparse_rows import embedding_variables
 
     sparse = compression is not None and compression.sparse and sync
     if local_steps and not sync:
         raise ValueError("local steps (--sync-every > 1) need synchronous parameter servers")
+    if sparse_rows and (not sync or local_steps or sparse):
+        raise ValueError("sparse rows need synchronous servers, no local steps and no top-k")
 
     num_workers = layout.num_workers
     is_chief = worker_index == 0
@@ -172,6 +187,12 @@ def build_worker_graph(
                 tf.convert_to_tensor(g)  # embedding gradients arrive as IndexedSlices
                 for g in tf.gradients(loss, model.trainable_variables)
             ]
+            embeddings = embedding_variables(model) if sparse_rows else []
+            row_sparse = {
+                i
+                for i, v in enumerate(model.trainable_variables)
+                if any(v is e for e in embeddings)
+            }
             with tf.control_dependencies(statistics_updates):
                 loss = tf.identity(loss, name="loss")
             buffers = [
@@ -214,7 +235,11 @@ def build_worker_graph(
                             trainable=False,
                             name=f"archbench_ps/v{index}/s{number}/momentum",
                         )
-                        accumulator = _accumulator(tf, dtype, shape, index, number, sparse)
+                        accumulator = (
+                            rows.row_accumulator(tf, dtype, shape, index, number)
+                            if index in row_sparse
+                            else _accumulator(tf, dtype, shape, index, number, sparse)
+                        )
                     if local_steps:
                         per_delta.append(
                             tf.compat.v1.ConditionalAccumulator(
@@ -265,6 +290,85 @@ def build_worker_graph(
                     for i, v in enumerate(model.trainable_variables)
                 ]
 
+        row_shards: dict[int, list] = {}
+        fused_loss, fused_grads, pull_rows, ids, positions = loss, grads, None, None, {}
+        if row_sparse:
+            with tf.device(worker_device):  # the rows this batch reads: its token ids
+                ids = tf.unique(tf.reshape(tf.cast(x, tf.int64), [-1])).y
+            pulls = []
+            for index in sorted(row_sparse):
+                variable = model.trainable_variables[index]
+                with tf.device(worker_device):
+                    positions[index] = (
+                        ids
+                        if row_positions is None or index not in row_positions
+                        else tf.gather(tf.constant(row_positions[index], tf.int64), ids)
+                    )
+                row_shards[index] = []
+                for number, (shard, master, _, _) in enumerate(shard_vars[index]):
+                    with tf.device(worker_device):
+                        counters = [
+                            tf.Variable(tf.constant(0, tf.int64), trainable=False, name=name)
+                            for name in (
+                                f"rows_pushed_{index}_{number}",
+                                f"rows_pulled_{index}_{number}",
+                            )
+                        ]
+                    row_shard = rows.RowShard(
+                        index,
+                        number,
+                        shard.ps_task,
+                        shard.row_start,
+                        shard.row_end,
+                        plan.variables[index].row_bytes,
+                        *counters,
+                    )
+                    row_shards[index].append(row_shard)
+                    pulls.append(
+                        rows.pull(
+                            tf, row_shard, master, variable, ids, positions[index], worker_device
+                        )
+                    )
+            pull_rows = tf.group(*pulls, name="pull_rows")
+            with tf.device(worker_device), tf.control_dependencies([pull_rows]):
+                # the fused step's forward pass reads the rows just pulled
+                fused_logits = model(x, training=True)
+                fused_loss = tf.reduce_mean(
+                    tf.keras.losses.sparse_categorical_crossentropy(
+                        y, fused_logits, from_logits=True
+                    ),
+                    name="fused_loss",
+                )
+                fused_grads = [
+                    g if i in row_sparse else tf.convert_to_tensor(g)
+                    for i, g in enumerate(tf.gradients(fused_loss, model.trainable_variables))
+                ]
+
+        def push_rows(index: int, gradient) -> tuple[list, list]:
+            """Sparse push of a row-sparse variable's gradient (an IndexedSlices, or a dense
+            buffer whose touched rows are the batch's ids) and the chief's update per shard."""
+            pushes, applies = [], []
+            with tf.device(worker_device):
+                if isinstance(gradient, tf.IndexedSlices):
+                    touched, values = rows.unique_rows(tf, gradient)
+                    where = touched
+                    if row_positions is not None and index in row_positions:
+                        table = tf.constant(row_positions[index], tf.int64)
+                        where = tf.gather(table, touched)
+                else:
+                    values, where = tf.gather(gradient, ids), positions[index]
+            for row_shard, (shard, master, slot, accumulator) in zip(
+                row_shards[index], shard_vars[index]
+            ):
+                pushes.append(
+                    rows.push(tf, row_shard, accumulator, where, values, local_step, worker_device)
+                )
+                if is_chief:
+                    with tf.device(f"/job:ps/task:{shard.ps_task}"):
+                        mean = rows.take_mean(tf, accumulator, num_workers, master.shape)
+                        applies.append(_apply_momentum(tf, master, slot, mean, lr, momentum))
+            return pushes, applies
+
         def exchange(gradients: list, averaging: bool = False) -> ExchangeOps:
             pushes, applies = [], []
             if sparse:
@@ -277,6 +381,11 @@ def build_worker_graph(
                     ]
             for index, per_variable in enumerate(shard_vars):
                 gradient = gradients[index]
+                if index in row_sparse:
+                    pushed, applied = push_rows(index, gradient)
+                    pushes += pushed
+                    applies += applied
+                    continue
                 if len(per_variable) > 1:
                     with tf.device(worker_device):  # cut here: each server gets only its rows
                         pieces = tf.split(gradient, [s.rows for (s, _, _, _) in per_variable])
@@ -348,11 +457,11 @@ def build_worker_graph(
                         update_step = global_step.assign_add(1, read_value=True)
             with tf.control_dependencies([update_step]):
                 pull, pulled_step = _pull(
-                    tf, model, shard_vars, global_step, worker_device, anchors
+                    tf, model, shard_vars, global_step, worker_device, anchors, skip=row_sparse
                 )
             return ExchangeOps(pull, update_step, pulled_step)
 
-        fused = exchange(grads)
+        fused = exchange(fused_grads)
         with tf.control_dependencies([fill_buffers]):
             compute_into_buffers = tf.identity(loss)
         probe_exchange = exchange([b.read_value() for b in buffers])
@@ -404,6 +513,9 @@ def build_worker_graph(
         if local_steps:
             local_variables += anchors
         local_variables += selector.variables if selector is not None else []
+        all_row_shards = [s for index in sorted(row_shards) for s in row_shards[index]]
+        local_variables += [c for s in all_row_shards for c in (s.pushed, s.pulled)]
+        row_counts = [[s.pushed.read_value(), s.pulled.read_value()] for s in all_row_shards]
         init_local = tf.group(*[v.initializer for v in local_variables], name="init_local")
         shard_values = [
             [master.read_value() for (_, master, _, _) in per_variable]
@@ -452,6 +564,10 @@ def build_worker_graph(
         send_report=send_report,
         take_report=take_report,
         local=local,
+        fused_loss=fused_loss,
+        pull_rows=pull_rows,
+        row_shards=all_row_shards,
+        row_counts=row_counts or None,
     )
 
 
@@ -497,11 +613,14 @@ def _add_atomic(tf, master, update):
     )
 
 
-def _pull(tf, model, shard_vars, global_step, worker_device, anchors=None):
+def _pull(tf, model, shard_vars, global_step, worker_device, anchors=None, skip=frozenset()):
     """Fresh server values into the local copy (each shard crosses the network once), and into
-    the anchors where there are some (--sync-every: the values local changes are measured from)."""
+    the anchors where there are some (--sync-every: the values local changes are measured from).
+    Variables in `skip` (row-sparse ones: their rows are pulled as batches need them) stay."""
     assigns = []
     for index, (local, per_variable) in enumerate(zip(model.trainable_variables, shard_vars)):
+        if index in skip:
+            continue
         value = _joined(tf, per_variable, lambda entry: entry[1], worker_device)
         with tf.device(worker_device):
             assigns.append(local.assign(value, read_value=False))

@@ -71,6 +71,7 @@ class PSTrainer(Trainer):
         self._averagings = 0  # --sync-every: averaging exchanges done (their accumulator step)
         self._local_started = False
         self._momentum_pulled = False
+        self._row_counts: list | None = None  # --sparse-exchange sparse: [pushed, pulled] per shard
 
     # --- roles -------------------------------------------------------------------------------
     @property
@@ -190,6 +191,7 @@ class PSTrainer(Trainer):
             momentum=config.momentum,
             compression=self.compression,
             local_steps=self.schedule.local_steps,
+            sparse_rows=self.sparse_rows,
         )
         self.plan = self.graph.plan
         # The eager copy: the seed's initial values (the same as every other architecture's) and
@@ -253,7 +255,7 @@ class PSTrainer(Trainer):
         graph = self.graph
         ops = graph.fused
         loss, update_step, pulled_step = self._exchange(
-            [graph.loss, ops.update_step, ops.pulled_step, ops.run],
+            [graph.fused_loss, ops.update_step, ops.pulled_step, ops.run],
             f"training step {self._steps}",
             self._feed(x, y),
         )
@@ -325,17 +327,24 @@ class PSTrainer(Trainer):
             return float(loss), computed - start, done - computed
         ops = graph.probe_exchange
         feed = self._feed(x, y)
+        exchange_feed = {graph.local_step: self._steps}
+        pulled_rows_s = 0.0
+        if graph.pull_rows is not None:  # sparse rows: the batch's rows first (exchange time)
+            started = time.perf_counter()
+            self._run(graph.pull_rows, f"training step {self._steps} (pull rows)", feed)
+            pulled_rows_s = time.perf_counter() - started
+            exchange_feed[graph.x] = feed[graph.x]
         start = time.perf_counter()
         loss = self._run(graph.compute_into_buffers, f"training step {self._steps}", feed)
         computed = time.perf_counter()
         _, update_step, pulled_step = self._exchange(
             [ops.run, ops.update_step, ops.pulled_step, ops.run],
             f"training step {self._steps} (push, update, pull)",
-            {graph.local_step: self._steps},
+            exchange_feed,
         )
         done = time.perf_counter()
         self._account(update_step, pulled_step)
-        return float(loss), computed - start, done - computed
+        return float(loss), computed - start, done - computed + pulled_rows_s
 
     def _exchange(self, fetches: list, doing: str, feed: dict) -> tuple:
         """Runs a step's exchange: fetches = [first, update_step, pulled_step, op] ->
@@ -404,6 +413,8 @@ class PSTrainer(Trainer):
             return
         self._released = True
         graph = self.graph
+        if graph.row_counts is not None:
+            self._row_counts = self._run(graph.row_counts, "reading the row counters")
         mine = self._own_report()
         if self.is_chief:
             self._reports = [mine]
@@ -433,6 +444,7 @@ class PSTrainer(Trainer):
             "steps": self._steps,
             "staleness": dict(self._staleness),
             "last_global_step": self._pulled_step,
+            "row_counts": self._row_counts,
         }
 
     def allgather_object(self, value) -> list:
@@ -456,9 +468,39 @@ class PSTrainer(Trainer):
         """Steps that pushed and pulled (every step unless --sync-every > 1)."""
         return self.steps_by_kind.get(SYNC, 0) + self.steps_by_kind.get(AVERAGE, 0)
 
+    @property
+    def sparse_rows(self) -> bool:
+        return self.config.sparse_exchange == "sparse"
+
+    def _row_sparse_bytes(self) -> int:
+        """The dense bytes of the row-sparse variables (those whose rows travel sparse)."""
+        variables = {shard.variable for shard in self.graph.row_shards}
+        return sum(self.plan.variables[index].nbytes for index in variables)
+
+    def _sparse_stats(self, steps: int) -> dict:
+        """Bytes per step of a sparse-rows run: the other variables dense, plus the rows and
+        indices counted on this worker."""
+        from archbench.ps import rows
+
+        dense = self.plan.total_bytes - self._row_sparse_bytes()
+        counts = self._row_counts or [[0, 0]] * len(self.graph.row_shards)
+        sent, received, _ = rows.bytes_per_step(
+            self.graph.row_shards, [c[0] for c in counts], [c[1] for c in counts], steps
+        )
+        return {
+            "bytes_sent_per_step": round(dense + sent),
+            "bytes_received_per_step": round(dense + received),
+            "bytes_total": round((dense + sent) * steps),
+            "bytes_method": "counted: the rows pushed (row + int64 index) and pulled (int64 "
+            "index sent, row received) on this worker; every other variable dense float32, "
+            "pushed and pulled once per step",
+        }
+
     def comm_stats(self, steps: int) -> dict:
         pushed = self.plan.total_bytes  # one dense gradient per step
         pulled = self.plan.total_bytes  # one fresh copy of every shard per step
+        if self.graph.row_shards:
+            return self._sparse_stats(steps)
         if self._topk_spec is not None:
             from archbench.compression.record import ps_stats
 
@@ -505,6 +547,48 @@ class PSTrainer(Trainer):
         spec = self.compression
         return spec if spec.sparse and self.config.sync else None
 
+    def _received_per_server(self, held: list[int], per_step) -> list | None:
+        """Bytes each server receives per step from all workers: dense, the shards' bytes from
+        every worker; sparse rows, the rows and indices the workers counted; top-k: unknown."""
+        if self._topk_spec is not None:
+            return None
+        workers = self.num_workers
+        if not self.graph.row_shards:
+            return [per_step(workers * b) for b in held]
+        from archbench.ps import rows
+
+        dense = [workers * b for b in held]
+        for shard in self.graph.row_shards:
+            dense[shard.ps_task] -= workers * (shard.end - shard.start) * shard.row_bytes
+        for report in self._reports:
+            counts = report["row_counts"] or []
+            _, _, servers = rows.bytes_per_step(
+                self.graph.row_shards,
+                [c[0] for c in counts],
+                [c[1] for c in counts],
+                report["steps"],
+            )
+            for task, load in servers.items():
+                dense[task] += load
+        return [round(b) for b in dense]
+
+    def _sparse_record(self) -> dict:
+        from archbench import sparse_rows
+
+        shards = self.graph.row_shards
+        counts = self._row_counts or []
+        steps = max(1, self._steps)
+        variables = {self.plan.variables[s.variable].name for s in shards}
+        embeddings = [v.name for v in sparse_rows.embedding_variables(self.model)]
+        return sparse_rows.record(
+            self.config.sparse_exchange,
+            sorted(variables) if shards else embeddings,
+            "each worker pushes the rows it touched (unique, summed) with int64 indices to a "
+            "SparseConditionalAccumulator per shard and pulls only the rows its batch reads",
+            sum(c[0] for c in counts) / steps if shards else None,
+            rows_pulled_per_step=sum(c[1] for c in counts) / steps if shards else None,
+        )
+
     def extra_record(self) -> dict:
         if not self.is_chief:
             return {}
@@ -525,6 +609,7 @@ class PSTrainer(Trainer):
 
         return {
             "controller": "grpc",
+            "sparse_exchange": self._sparse_record(),
             "ps": {
                 "mode": "sync" if self.config.sync else "async",
                 # sync: momentum on the servers at lr on the average gradient; async: each worker's
@@ -540,9 +625,7 @@ class PSTrainer(Trainer):
                 "optimizer_bytes_per_server": held if self.config.sync else [0] * len(held),
                 "bytes_served_per_server_per_step": [per_step(workers * b) for b in held],
                 # top-k: how the kept entries fall on the servers depends on the gradients
-                "bytes_received_per_server_per_step": [per_step(workers * b) for b in held]
-                if self._topk_spec is None
-                else None,
+                "bytes_received_per_server_per_step": self._received_per_server(held, per_step),
                 "bytes_received_all_servers_per_step": workers * pushed,
                 "bytes_pushed_per_worker_per_step": pushed,
                 "bytes_pulled_per_worker_per_step": per_step(self.plan.total_bytes),
