@@ -107,16 +107,22 @@ class ShardExchange:
         self.gradient_bytes_sent += sent
         return self.averaged
 
-    def reduce_scatter_sparse_mean(self, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """This worker's shard averaged over all workers from their top-k selections: `indices`
-        (int32, ascending, over the full vector) and `values` are this worker's selection; each
-        owner gets the part that falls in its shard as one message (a preallocated buffer is
-        returned, overwritten by the next call)."""
+    def reduce_scatter_sparse_mean(
+        self, indices: np.ndarray, values: np.ndarray, runs: bool = False
+    ) -> np.ndarray:
+        """This worker's shard averaged over all workers from their top-k selections (or, with
+        `runs`, their touched rows: indices sent as runs): `indices` (int32, ascending, over the
+        full vector) and `values` are this worker's selection; each owner gets the part that
+        falls in its shard as one message (a preallocated buffer is returned, overwritten by the
+        next call)."""
+        pack, unpack = (
+            (sparse.pack_runs, sparse.unpack_runs) if runs else (sparse.pack, sparse.unpack)
+        )
         if self.sparse_buffers is None:  # a peer sends at most this worker's whole shard
             own = self.stop - self.start
-            self.sparse_buffers = (
-                np.empty((len(self.peers), 2 * own), dtype=np.int32),
-                np.empty(2 * (self.plan.elements - own) + 2, dtype=np.int32),
+            self.sparse_buffers = (  # room for either message format
+                np.empty((len(self.peers), 3 * own + 1), dtype=np.int32),
+                np.empty(3 * (self.plan.elements - own) + 2 * self.workers, dtype=np.int32),
             )
         incoming, outgoing = self.sparse_buffers
         bounds = [self.plan.bounds(owner) for owner in range(self.workers)]
@@ -128,10 +134,10 @@ class ShardExchange:
         sent = offset = 0
         for target in self.targets:
             first, last = cuts[target]
-            message = sparse.pack(
+            message = pack(
                 values[first:last],
                 indices[first:last] - np.int32(bounds[target][0]),
-                outgoing[offset : offset + 2 * (last - first)],
+                outgoing[offset : offset + 3 * (last - first) + 1],
             )
             offset += len(message)
             self.comm.Isend(message, dest=target, tag=GRADIENT_TAG).Wait()
@@ -141,7 +147,7 @@ class ShardExchange:
         self.gradient_bytes_sent += sent
         first, last = cuts[self.rank]
         parts = [
-            sparse.unpack(incoming[row], status.Get_count(self.mpi.INT))
+            unpack(incoming[row], status.Get_count(self.mpi.INT))
             for row, status in enumerate(self.statuses)
         ]
         parts.insert(self.rank, (indices[first:last] - np.int32(self.start), values[first:last]))

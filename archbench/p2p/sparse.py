@@ -43,3 +43,43 @@ def sparse_mean(contributions: list[tuple[np.ndarray, np.ndarray]], out: np.ndar
     for indices, values in contributions:
         out[indices] += values
     np.divide(out, np.float32(len(contributions)), out=out)
+
+
+# --- row shards (--sparse-exchange sparse): indices sent as runs ---------------------------------
+# An embedding's touched rows are runs of consecutive entries (a row each) and a dense variable is
+# one run, so a message of rows carries run starts and lengths instead of one index per entry:
+# [r] [the m values' float32 bits] [r run starts] [r run lengths], int32 words (1 + m + 2 r).
+
+
+def runs_of(indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, lengths) of the runs of consecutive values in ascending `indices`."""
+    if len(indices) == 0:
+        return indices[:0], indices[:0]
+    breaks = np.flatnonzero(np.diff(indices) != 1) + 1
+    firsts = np.concatenate(([0], breaks))
+    lengths = np.diff(np.concatenate((firsts, [len(indices)])))
+    return indices[firsts], lengths.astype(indices.dtype)
+
+
+def pack_runs(values: np.ndarray, local_indices: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The message of one owner's rows in `out` (int32, at least 1 + 3 m long)."""
+    m = len(values)
+    starts, lengths = runs_of(local_indices)
+    r = len(starts)
+    out[0] = r
+    out[1 : 1 + m] = values.view(np.int32)
+    out[1 + m : 1 + m + r] = starts
+    out[1 + m + r : 1 + m + 2 * r] = lengths
+    return out[: 1 + m + 2 * r]
+
+
+def unpack_runs(message: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray]:
+    """(local indices, values) of a message of `words` int32 words made by `pack_runs`."""
+    r = int(message[0])
+    m = words - 1 - 2 * r
+    starts = message[1 + m : 1 + m + r]
+    lengths = message[1 + m + r : 1 + m + 2 * r]
+    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return np.arange(m, dtype=np.int32) + shift.astype(np.int32), message[1 : 1 + m].view(
+        np.float32
+    )

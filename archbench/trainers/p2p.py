@@ -35,6 +35,7 @@ import time
 
 import numpy as np
 
+from archbench import sparse_rows
 from archbench.compression import CompressionSpec
 from archbench.compression.topk import TopK
 from archbench.errors import UsageError
@@ -90,6 +91,16 @@ class P2PTrainer(Trainer):
         self.topk = TopK(self.plan.elements, self.spec) if self.spec.sparse else None
 
         self._gradients = tf.function(self._flat_gradients)
+        # --sparse-exchange sparse: the embeddings' touched rows travel, not the whole tables
+        embeddings = sparse_rows.embedding_variables(self.model)
+        self.row_sparse = [
+            i
+            for i, v in enumerate(self.variables)
+            if self.config.sparse_exchange == "sparse" and any(v is e for e in embeddings)
+        ]
+        self.offsets = np.concatenate(([0], np.cumsum(self.sizes)))
+        self._row_gradients = tf.function(self._rows_and_dense)
+        self.rows_sent = 0  # touched rows this worker sent (its own shard's included)
         self._assign = tf.function(
             self._assign_flat, input_signature=[tf.TensorSpec([self.plan.elements], tf.float32)]
         )
@@ -113,17 +124,59 @@ class P2PTrainer(Trainer):
             flat.append(tf.reshape(grad, [-1]))
         return loss, tf.concat(flat, axis=0)
 
+    def _rows_and_dense(self, x, y):
+        """Loss, then per variable: a row-sparse one's (ascending unique rows, their summed
+        values), any other's flat gradient."""
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            logits = self.model(x, training=True)
+            loss = self.loss_fn(y, logits)
+        outputs = []
+        for index, grad in enumerate(tape.gradient(loss, self.variables)):
+            if index in self.row_sparse:
+                rows, position = tf.unique(grad.indices)
+                values = tf.math.unsorted_segment_sum(grad.values, position, tf.size(rows))
+                order = tf.argsort(rows)
+                outputs.append((tf.gather(rows, order), tf.gather(values, order)))
+            else:
+                outputs.append(tf.reshape(tf.convert_to_tensor(grad), [-1]))
+        return loss, outputs
+
+    def _sparse_vector(self, outputs) -> tuple[np.ndarray, np.ndarray]:
+        """(ascending int32 indices over the flat vector, values) of this worker's gradient: the
+        touched rows of the row-sparse variables, every entry of the others."""
+        indices, values = [], []
+        for index, output in enumerate(outputs):
+            offset = int(self.offsets[index])
+            if index in self.row_sparse:
+                rows, rows_values = (np.asarray(part) for part in output)
+                width = int(np.prod(self.shapes[index][1:]))
+                entries = offset + rows[:, None].astype(np.int64) * width + np.arange(width)
+                indices.append(entries.reshape(-1))
+                values.append(rows_values.reshape(-1))
+                self.rows_sent += len(rows)
+            else:
+                indices.append(np.arange(offset, offset + self.sizes[index]))
+                values.append(np.asarray(output))
+        return (
+            np.concatenate(indices).astype(np.int32),
+            np.concatenate(values).astype(np.float32, copy=False),
+        )
+
     def _assign_flat(self, flat) -> None:
         import tensorflow as tf
 
         for variable, piece, shape in zip(self.variables, tf.split(flat, self.sizes), self.shapes):
             variable.assign(tf.reshape(piece, shape))
 
-    def _exchange_apply(self, gradient: np.ndarray) -> None:
+    def _exchange_apply(self, gradient) -> None:
         if self.step_kind != SYNC:
             self._local_apply(gradient)
             return
-        if self.topk is not None:
+        if self.row_sparse:
+            averaged = self.exchange.reduce_scatter_sparse_mean(*gradient, runs=True)
+        elif self.topk is not None:
             averaged = self.exchange.reduce_scatter_sparse_mean(*self.topk.select(gradient))
         else:
             averaged = self.exchange.reduce_scatter_mean(gradient)
@@ -155,7 +208,18 @@ class P2PTrainer(Trainer):
             velocity[start:stop] = self.sgd.velocity
             self.exchange.allgather(velocity)
 
+    def _sparse_step(self, x, y) -> tuple[float, float, float]:
+        start = time.perf_counter()
+        loss, outputs = self._row_gradients(x, y)
+        gradient = self._sparse_vector(outputs)
+        loss = float(loss)
+        computed = time.perf_counter()
+        self._exchange_apply(gradient)
+        return loss, computed - start, time.perf_counter() - computed
+
     def train_step(self, x, y) -> float:
+        if self.row_sparse:
+            return self._sparse_step(x, y)[0]
         loss, flat = self._gradients(x, y)
         self._exchange_apply(np.asarray(flat))  # a view of the tensor's buffer, no copy
         del flat  # the tensor outlived every use of its view
@@ -167,6 +231,8 @@ class P2PTrainer(Trainer):
         float(loss)
 
     def probe_step(self, x, y) -> tuple[float, float, float]:
+        if self.row_sparse:
+            return self._sparse_step(x, y)
         start = time.perf_counter()
         loss, flat = self._gradients(x, y)
         gradient = np.asarray(flat)
@@ -219,14 +285,31 @@ class P2PTrainer(Trainer):
             "shard_plan": self.plan.as_record(),
             "bytes_sent_per_step_per_rank": [fact["sent"] for fact in facts],
             "bytes_received_per_step_per_rank": [fact["received"] for fact in facts],
-            "gradient_encoding": "top-k values (float32) and shard indices (int32), "
-            "parameters dense float32 (IndexedSlices densified)"
-            if self.topk is not None
-            else "dense float32 (IndexedSlices densified)",
+            "gradient_encoding": self._gradient_encoding(),
+            "sparse_exchange": sparse_rows.record(
+                self.config.sparse_exchange,
+                [v.name for v in sparse_rows.embedding_variables(self.model)],
+                "each owner gets the touched rows (unique, summed) in its shard and every entry "
+                "of the other variables, float32 values with int32 index runs; parameters dense",
+                self.rows_sent / steps if self.row_sparse else None,
+            ),
             "densified_gradients": sorted(set(self.densified)),
             "params_identical_across_ranks": True,
             **self._compression_record(facts),
         }
+
+    def _gradient_encoding(self) -> str:
+        if self.row_sparse:
+            return (
+                "touched rows and dense variables: float32 values and int32 index runs "
+                "(start, length); parameters dense float32"
+            )
+        if self.topk is not None:
+            return (
+                "top-k values (float32) and shard indices (int32), "
+                "parameters dense float32 (IndexedSlices densified)"
+            )
+        return "dense float32 (IndexedSlices densified)"
 
     def _compression_record(self, facts: list[dict]) -> dict:
         if self.topk is None:
