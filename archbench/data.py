@@ -486,12 +486,15 @@ def load_cifar10_check(data_dir: str | None) -> None:
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """Which samples each worker trains on, step by step (the sync semantics)."""
+    """Which samples each worker trains on, step by step: the sync semantics, or with `parts`
+    (a data partition, `archbench.partition`) each worker's own samples in a seeded order per
+    epoch, an epoch as long as the smallest part allows."""
 
     train_size: int
     batch_size: int  # per worker
     num_workers: int
     seed: int
+    parts: tuple | None = field(default=None, compare=False)  # per worker, its sample indices
 
     @property
     def global_batch(self) -> int:
@@ -499,6 +502,8 @@ class BatchPlan:
 
     @property
     def steps_per_epoch(self) -> int:
+        if self.parts is not None:
+            return min(len(part) for part in self.parts) // self.batch_size
         return self.train_size // self.global_batch
 
     def epoch_order(self, epoch: int) -> np.ndarray:
@@ -507,6 +512,9 @@ class BatchPlan:
     def worker_indices(self, epoch: int, worker: int) -> np.ndarray:
         """(steps_per_epoch, batch_size) sample indices of this worker's slices in this epoch."""
         steps = self.steps_per_epoch
+        if self.parts is not None:
+            own = np.random.default_rng([self.seed, epoch, worker]).permutation(self.parts[worker])
+            return own[: steps * self.batch_size].reshape(steps, self.batch_size)
         order = self.epoch_order(epoch)[: steps * self.global_batch]
         return order.reshape(steps, self.num_workers, self.batch_size)[:, worker, :]
 

@@ -126,11 +126,22 @@ def steady_compute(
     return total_s / passes, passes
 
 
+def batch_plan(config: TrainConfig, data: ArrayDataset | SyntheticData, workers: int) -> BatchPlan:
+    """The run's batch plan: the global shuffle, or each worker's part (`--data-partition`)."""
+    method = getattr(config, "data_partition", None) or "random"
+    parts = None
+    if method != "random" and workers > 1:
+        from archbench.partition import data_partition
+
+        parts = data_partition(method, data, workers, config.seed).parts
+    return BatchPlan(data.train_size, config.batch_size, workers, config.seed, parts)
+
+
 def run_training(
     config: TrainConfig, trainer: Trainer, data: ArrayDataset, log=print
 ) -> LoopResult:
     """Trains this worker; the chief also evaluates. Every worker runs the same step sequence."""
-    plan = BatchPlan(data.train_size, config.batch_size, trainer.num_workers, config.seed)
+    plan = batch_plan(config, data, trainer.num_workers)
     total_steps, epochs = schedule(config, plan)
     sync = SyncSchedule.for_config(config, total_steps)
     result = LoopResult(compute_window_s=compute_window_s(config.compute_window_ms))

@@ -25,6 +25,7 @@ DIRECT = (
     "matplotlib",
     "scipy",
     "PyYAML",
+    "pymetis",
     "protobuf",
     "grpcio",
 )

@@ -314,6 +314,8 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         from archbench.localsgd import comm_record
 
         comm.update(comm_record(trainer.schedule, trainer.steps_by_kind, comm.get("bytes_total")))
+    if architecture(config.arch).accepts("data_partition"):
+        comm["partition"] = _partition_record(config, data, num_workers, comm)
     record_config = config.as_record(place.size, num_workers)
     record_config["controller"] = extra.get(
         "controller", architecture(config.arch).default_controller
@@ -353,6 +355,15 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         + (f", record appended to {config.out}" if config.out else "")
     )
     return 0
+
+
+def _partition_record(config: TrainConfig, data, num_workers: int, comm: dict) -> dict:
+    """`comm.partition`: the data partition (method, time, whether the oracle applies) and the
+    servers' row placement where the trainer made one (`ps`)."""
+    from archbench.partition import data_partition
+
+    cut = data_partition(config.data_partition, data, num_workers, config.seed)
+    return {**cut.record(data, config.batch_size), **comm.pop("param_partition", {})}
 
 
 def _say_usage_error(exc: UsageError, place: ProcessPlace) -> None:

@@ -68,7 +68,7 @@ if ! "$py" -c 'import tensorflow as tf, numpy as np; assert tf.__version__ == "2
 fi
 
 say "installing Python libraries"
-"${pip[@]}" install "${pin[@]}" 'numpy<2' mpi4py pandas matplotlib pyyaml pytest pytest-timeout ruff scipy \
+"${pip[@]}" install "${pin[@]}" 'numpy<2' mpi4py pandas matplotlib pyyaml pytest pytest-timeout ruff scipy pymetis \
   || fail "pip install of the Python libraries"
 
 # Horovod is built from source against the TensorFlow above; skip when the built one matches.

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archbench.ps.cluster_spec import ClusterLayout
-from archbench.ps.sharding import ShardPlan, plan_for_model
+from archbench.ps.sharding import ShardPlan, plan_for_model, with_row_placement
 
 DONE_QUEUE = "archbench_ps_done"
 REPORT_QUEUE = "archbench_ps_reports"
@@ -127,6 +127,7 @@ class WorkerGraph:
     pull_rows: object = None
     row_shards: list = field(default_factory=list)
     row_counts: object = None
+    row_positions: dict = field(default_factory=dict)  # variable index -> stored position per row
 
 
 def build_worker_graph(
@@ -147,12 +148,12 @@ def build_worker_graph(
     compression=None,
     local_steps: bool = False,
     sparse_rows: bool = False,
-    row_positions: dict[int, np.ndarray] | None = None,
+    row_servers: np.ndarray | None = None,
 ) -> WorkerGraph:
     """`compression`: a CompressionSpec, or None (dense pushes); only `topk` changes the graph.
     `sparse_rows`: push and pull only the embedding rows a batch touches (`archbench.ps.rows`);
-    `row_positions`: per embedding variable index, the stored position of each row (default:
-    the row's own index)."""
+    `row_servers`: the server of each embedding row (`archbench.partition.place_rows`; default:
+    the shard plan's row ranges)."""
     from archbench.models import build_model
     from archbench.ps import rows
     from archbench.sparse_rows import embedding_variables
@@ -193,6 +194,13 @@ def build_worker_graph(
                 for i, v in enumerate(model.trainable_variables)
                 if any(v is e for e in embeddings)
             }
+        row_positions: dict[int, np.ndarray] = {}
+        if row_servers is not None:
+            if len(row_sparse) != 1:
+                raise ValueError("a row placement needs sparse rows and one embedding")
+            (embedding,) = row_sparse
+            plan, positions = with_row_placement(plan, embedding, row_servers)
+            row_positions[embedding] = np.asarray(positions, dtype=np.int64)
             with tf.control_dependencies(statistics_updates):
                 loss = tf.identity(loss, name="loss")
             buffers = [
@@ -301,7 +309,7 @@ def build_worker_graph(
                 with tf.device(worker_device):
                     positions[index] = (
                         ids
-                        if row_positions is None or index not in row_positions
+                        if index not in row_positions
                         else tf.gather(tf.constant(row_positions[index], tf.int64), ids)
                     )
                 row_shards[index] = []
@@ -352,7 +360,7 @@ def build_worker_graph(
                 if isinstance(gradient, tf.IndexedSlices):
                     touched, values = rows.unique_rows(tf, gradient)
                     where = touched
-                    if row_positions is not None and index in row_positions:
+                    if index in row_positions:
                         table = tf.constant(row_positions[index], tf.int64)
                         where = tf.gather(table, touched)
                 else:
@@ -457,7 +465,14 @@ def build_worker_graph(
                         update_step = global_step.assign_add(1, read_value=True)
             with tf.control_dependencies([update_step]):
                 pull, pulled_step = _pull(
-                    tf, model, shard_vars, global_step, worker_device, anchors, skip=row_sparse
+                    tf,
+                    model,
+                    shard_vars,
+                    global_step,
+                    worker_device,
+                    anchors,
+                    skip=row_sparse,
+                    row_positions=row_positions,
                 )
             return ExchangeOps(pull, update_step, pulled_step)
 
@@ -465,7 +480,9 @@ def build_worker_graph(
         with tf.control_dependencies([fill_buffers]):
             compute_into_buffers = tf.identity(loss)
         probe_exchange = exchange([b.read_value() for b in buffers])
-        pull, pulled_step = _pull(tf, model, shard_vars, global_step, worker_device, anchors)
+        pull, pulled_step = _pull(
+            tf, model, shard_vars, global_step, worker_device, anchors, row_positions=row_positions
+        )
         local = None
         if local_steps:
 
@@ -568,6 +585,7 @@ def build_worker_graph(
         pull_rows=pull_rows,
         row_shards=all_row_shards,
         row_counts=row_counts or None,
+        row_positions=row_positions,
     )
 
 
@@ -613,15 +631,28 @@ def _add_atomic(tf, master, update):
     )
 
 
-def _pull(tf, model, shard_vars, global_step, worker_device, anchors=None, skip=frozenset()):
+def _pull(
+    tf,
+    model,
+    shard_vars,
+    global_step,
+    worker_device,
+    anchors=None,
+    skip=frozenset(),
+    row_positions=None,
+):
     """Fresh server values into the local copy (each shard crosses the network once), and into
     the anchors where there are some (--sync-every: the values local changes are measured from).
-    Variables in `skip` (row-sparse ones: their rows are pulled as batches need them) stay."""
+    Variables in `skip` (row-sparse ones: their rows are pulled as batches need them) stay; those
+    in `row_positions` are stored row-placed and put back in row order."""
     assigns = []
     for index, (local, per_variable) in enumerate(zip(model.trainable_variables, shard_vars)):
         if index in skip:
             continue
         value = _joined(tf, per_variable, lambda entry: entry[1], worker_device)
+        if row_positions and index in row_positions:
+            with tf.device(worker_device):
+                value = tf.gather(value, tf.constant(row_positions[index], tf.int64))
         with tf.device(worker_device):
             assigns.append(local.assign(value, read_value=False))
             if anchors is not None:
@@ -653,8 +684,19 @@ def _joined(tf, per_variable, server_variable, worker_device):
 
 
 def initial_feed(graph: WorkerGraph, initial_weights: list[np.ndarray]) -> dict:
-    """Feeds that give every server shard its rows of the chief's initial weights."""
+    """Feeds that give every server shard its rows of the chief's initial weights (a row-placed
+    variable in its stored order)."""
+    stored = list(initial_weights)
+    for index, positions in graph.row_positions.items():
+        stored[index] = np.empty_like(initial_weights[index])
+        stored[index][positions] = initial_weights[index]
     return {
-        placeholder: initial_weights[index][start:end]
+        placeholder: stored[index][start:end]
         for placeholder, (index, start, end) in graph.init_feeds.items()
     }
+
+
+def in_row_order(graph: WorkerGraph, index: int, stored: np.ndarray) -> np.ndarray:
+    """A variable as read from its shards (stored order) back in row order."""
+    positions = graph.row_positions.get(index)
+    return stored if positions is None else stored[positions]

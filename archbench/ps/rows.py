@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from archbench.sparse_rows import INDEX_BYTES_PS
 
 
@@ -113,5 +111,13 @@ def bytes_per_step(shards: list[RowShard], pushed: list[int], pulled: list[int],
     return sent / steps, received / steps, servers
 
 
-def row_bytes_of(shape) -> int:
-    return int(np.prod(shape[1:])) * 4
+def traffic_per_server(
+    shards: list[RowShard], pushed: list[int], pulled: list[int], steps: int, num_ps: int
+) -> list[float]:
+    """Row bytes per step between one worker and each server, both ways: pushed rows and their
+    indices, pull requests (indices) and the rows pulled."""
+    traffic = [0.0] * num_ps
+    for shard, p, q in zip(shards, pushed, pulled):
+        both = p * (shard.row_bytes + INDEX_BYTES_PS) + q * (INDEX_BYTES_PS + shard.row_bytes)
+        traffic[shard.ps_task] += both / max(1, steps)
+    return traffic

@@ -168,3 +168,27 @@ def plan_for_model(model, num_ps: int, sharding: str) -> ShardPlan:
     """The shard plan of a Keras model's variables: what the PS trainer builds and the
     performance model prices."""
     return make_plan(sharding, variable_infos(model), num_ps)
+
+
+def with_row_placement(plan: ShardPlan, variable: int, servers) -> tuple[ShardPlan, list[int]]:
+    """The plan with `variable`'s rows placed row by row (`servers[r]`: the server of row r,
+    `archbench.partition.place_rows`): the servers hold the variable in stored order (rows
+    grouped by server, in row order within one), server k a contiguous run of positions. Returns
+    the plan and each row's stored position."""
+    info = plan.variables[variable]
+    counts = [0] * plan.num_ps
+    for server in servers:
+        counts[int(server)] += 1
+    starts = [sum(counts[:k]) for k in range(plan.num_ps)]
+    positions, filled = [], list(starts)
+    for server in servers:
+        positions.append(filled[int(server)])
+        filled[int(server)] += 1
+    placed = [
+        Shard(variable, starts[k], starts[k] + counts[k], k, counts[k] * info.row_bytes)
+        for k in range(plan.num_ps)
+        if counts[k]
+    ]
+    shards = [s for s in plan.shards if s.variable != variable] + placed
+    shards.sort(key=lambda s: (s.variable, s.row_start))
+    return ShardPlan(plan.sharding, plan.num_ps, plan.variables, tuple(shards)), positions

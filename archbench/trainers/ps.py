@@ -32,7 +32,13 @@ from archbench.ps.cluster_spec import (
     unreachable,
     wait_until_listening,
 )
-from archbench.ps.graph import WorkerGraph, build_worker_graph, done_queue, initial_feed
+from archbench.ps.graph import (
+    WorkerGraph,
+    build_worker_graph,
+    done_queue,
+    in_row_order,
+    initial_feed,
+)
 from archbench.ps.lifecycle import (
     GrpcAllgather,
     explain_failure,
@@ -192,6 +198,7 @@ class PSTrainer(Trainer):
             compression=self.compression,
             local_steps=self.schedule.local_steps,
             sparse_rows=self.sparse_rows,
+            row_servers=self._row_placement.servers if self._row_placement else None,
         )
         self.plan = self.graph.plan
         # The eager copy: the seed's initial values (the same as every other architecture's) and
@@ -391,7 +398,10 @@ class PSTrainer(Trainer):
     def weights(self) -> list[np.ndarray]:
         """The parameters as the servers hold them now."""
         shards = self._run(self.graph.shard_values, "reading the parameters from the servers")
-        return [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in shards]
+        return [
+            in_row_order(self.graph, index, parts[0] if len(parts) == 1 else np.concatenate(parts))
+            for index, parts in enumerate(shards)
+        ]
 
     def eval_model(self):
         for variable, value in zip(self.model.trainable_variables, self.weights()):
@@ -467,6 +477,19 @@ class PSTrainer(Trainer):
     def _exchanges(self) -> int:
         """Steps that pushed and pulled (every step unless --sync-every > 1)."""
         return self.steps_by_kind.get(SYNC, 0) + self.steps_by_kind.get(AVERAGE, 0)
+
+    @cached_property
+    def _row_placement(self):
+        """--param-partition other than range: the server of each embedding row (computed by
+        every worker alike, after the data partition it may follow)."""
+        method = self.config.param_partition
+        if method == "range" or not self.sparse_rows:
+            return None
+        from archbench.partition import data_partition, place_rows
+
+        config, data = self.config, self.data
+        cut = data_partition(config.data_partition, data, self.num_workers, config.seed)
+        return place_rows(method, data.vocab_size, self.num_ps, data, cut)
 
     @property
     def sparse_rows(self) -> bool:
@@ -587,7 +610,35 @@ class PSTrainer(Trainer):
             "SparseConditionalAccumulator per shard and pulls only the rows its batch reads",
             sum(c[0] for c in counts) / steps if shards else None,
             rows_pulled_per_step=sum(c[1] for c in counts) / steps if shards else None,
+            **self._row_traffic(),
         )
+
+    def _row_traffic(self) -> dict:
+        """Sparse rows: each worker's row bytes per step to and from each server, and the share
+        that went to servers other than the worker's partner (server k mod K for worker k: the
+        one beside it when each worker has a server on its host)."""
+        if not self.graph.row_shards:
+            return {}
+        from archbench.ps import rows
+
+        matrix = []
+        for report in sorted(self._reports, key=lambda r: r["worker"]):
+            counts = report["row_counts"] or []
+            matrix.append(
+                rows.traffic_per_server(
+                    self.graph.row_shards,
+                    [c[0] for c in counts],
+                    [c[1] for c in counts],
+                    report["steps"],
+                    self.num_ps,
+                )
+            )
+        total = sum(map(sum, matrix))
+        partner = sum(row[worker % self.num_ps] for worker, row in enumerate(matrix))
+        return {
+            "row_bytes_per_worker_per_server_per_step": [[round(b) for b in r] for r in matrix],
+            "row_bytes_off_partner_share": round(1 - partner / total, 6) if total else None,
+        }
 
     def extra_record(self) -> dict:
         if not self.is_chief:
@@ -607,9 +658,13 @@ class PSTrainer(Trainer):
                 return count
             return round(count * exchanged / steps)
 
+        placement = self._row_placement
         return {
             "controller": "grpc",
             "sparse_exchange": self._sparse_record(),
+            "param_partition": placement.record(self.num_ps)
+            if placement is not None
+            else {"param_partition": self.config.param_partition, "param_partition_s": 0.0},
             "ps": {
                 "mode": "sync" if self.config.sync else "async",
                 # sync: momentum on the servers at lr on the average gradient; async: each worker's
