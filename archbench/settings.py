@@ -496,13 +496,10 @@ def _sparse_problem(values: dict[str, Any]) -> str | None:
         )
     param_partition = values.get("param_partition")
     if param_partition not in (None, "range"):
-        if values.get("sparse_exchange") != "sparse" or values.get("model") not in (
-            "wordlm",
-            "charlm",
-        ):
+        if values.get("sparse_exchange") != "sparse" or values.get("model") != "wordlm":
             return (
-                f"--param-partition {param_partition} places embedding rows: it needs "
-                "--sparse-exchange sparse and a model with an embedding (wordlm, charlm)"
+                f"--param-partition {param_partition} places the rows of wordlm's embedding: "
+                "it needs --model wordlm and --sparse-exchange sparse"
             )
         if param_partition == "by-use" and data_partition in (None, "random"):
             return (

@@ -162,6 +162,80 @@ TRAIN_CASES = [
     _train(
         "text file /dev/zero", "--dataset", "text", "--model", "charlm", "--text-file", "/dev/zero"
     ),
+    # sparse models and partitioning (issue 15)
+    _train(
+        "words empty corpus",
+        "--dataset",
+        "words",
+        "--model",
+        "wordlm",
+        "--text-file",
+        "{ws}/empty.txt",
+    ),
+    _train("vocab size 0", "--dataset", "words", "--model", "wordlm", "--vocab-size", "0"),
+    _train("vocab size -3", "--dataset", "words", "--model", "wordlm", "--vocab-size", "-3"),
+    _train("wordlm on images", "--model", "wordlm"),
+    _train("unknown data partition", "--arch", "ring", "--data-partition", "metis"),
+    _train("graph partition of images", "--arch", "ring", "--data-partition", "graph"),
+    _train(
+        "data partition on single",
+        "--arch",
+        "single",
+        "--dataset",
+        "words",
+        "--model",
+        "wordlm",
+        "--data-partition",
+        "contiguous",
+    ),
+    _train(
+        "param partition on ring",
+        "--arch",
+        "ring",
+        "--dataset",
+        "words",
+        "--model",
+        "wordlm",
+        "--param-partition",
+        "hash",
+    ),
+    _train(
+        "param partition dense",
+        "--arch",
+        "ps",
+        "--dataset",
+        "words",
+        "--model",
+        "wordlm",
+        "--param-partition",
+        "round-robin",
+    ),
+    _train(
+        "param partition of mlp",
+        "--arch",
+        "ps",
+        "--sparse-exchange",
+        "sparse",
+        "--param-partition",
+        "hash",
+    ),
+    _train(
+        "by-use without a data partition",
+        "--arch",
+        "ps",
+        "--dataset",
+        "words",
+        "--model",
+        "wordlm",
+        "--sparse-exchange",
+        "sparse",
+        "--param-partition",
+        "by-use",
+    ),
+    _train("sparse async ps", "--arch", "ps", "--async", "--sparse-exchange", "sparse"),
+    _train(
+        "sparse with topk", "--arch", "p2p", "--sparse-exchange", "sparse", "--compression", "topk"
+    ),
     Case("train out a folder", [*TRAIN, "--out", "{ws}"]),
     Case("train out /dev/full", [*TRAIN, "--out", "/dev/full"]),
     Case("train out /dev/null", [*TRAIN, "--out", "/dev/null"]),
@@ -331,6 +405,7 @@ CASES = (
 def prepare_workspace(ws: Path) -> None:
     """The damaged files the cases point at, each with exactly the problem its name says."""
     (ws / "empty").mkdir(parents=True)
+    (ws / "empty.txt").write_text("")
     records = ws / "records"
     records.mkdir()
     (records / "empty.jsonl").write_text("")
