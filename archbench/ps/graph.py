@@ -194,13 +194,6 @@ def build_worker_graph(
                 for i, v in enumerate(model.trainable_variables)
                 if any(v is e for e in embeddings)
             }
-        row_positions: dict[int, np.ndarray] = {}
-        if row_servers is not None:
-            if len(row_sparse) != 1:
-                raise ValueError("a row placement needs sparse rows and one embedding")
-            (embedding,) = row_sparse
-            plan, positions = with_row_placement(plan, embedding, row_servers)
-            row_positions[embedding] = np.asarray(positions, dtype=np.int64)
             with tf.control_dependencies(statistics_updates):
                 loss = tf.identity(loss, name="loss")
             buffers = [
@@ -216,6 +209,13 @@ def build_worker_graph(
                 elements = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
                 selector = TfTopK(tf, elements, compression, name="archbench_topk")
 
+        row_positions: dict[int, np.ndarray] = {}
+        if row_servers is not None:
+            if len(row_sparse) != 1:
+                raise ValueError("a row placement needs sparse rows and one embedding")
+            (embedding,) = row_sparse
+            plan, positions = with_row_placement(plan, embedding, row_servers)
+            row_positions[embedding] = np.asarray(positions, dtype=np.int64)
         # ---- server-side state
         with tf.device("/job:ps/task:0"):
             global_step = tf.Variable(tf.constant(0, tf.int64), trainable=False, name=GLOBAL_STEP)
