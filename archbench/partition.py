@@ -115,9 +115,8 @@ def _graph_parts(x: np.ndarray, vocab_size: int, workers: int):
     xadj, adjncy, _ = sample_word_graph(x, vocab_size)
     weights = np.concatenate([np.ones(len(x), dtype=np.int64), np.zeros(vocab_size, np.int64)])
     options = pymetis.Options(seed=METIS_SEED)
-    cut, membership = pymetis.part_graph(
-        workers, xadj=xadj, adjncy=adjncy, vweights=weights, options=options
-    )
+    adjacency = pymetis.CSRAdjacency(xadj, adjncy)
+    cut, membership = pymetis.part_graph(workers, adjacency, vweights=weights, options=options)
     membership = np.asarray(membership[: len(x)])
     return tuple(np.flatnonzero(membership == part) for part in range(workers)), int(cut)
 

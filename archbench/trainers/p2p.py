@@ -155,7 +155,6 @@ class P2PTrainer(Trainer):
                 entries = offset + rows[:, None].astype(np.int64) * width + np.arange(width)
                 indices.append(entries.reshape(-1))
                 values.append(rows_values.reshape(-1))
-                self.rows_sent += len(rows)
             else:
                 indices.append(np.arange(offset, offset + self.sizes[index]))
                 values.append(np.asarray(output))
@@ -214,6 +213,7 @@ class P2PTrainer(Trainer):
         gradient = self._sparse_vector(outputs)
         loss = float(loss)
         computed = time.perf_counter()
+        self.rows_sent += sum(len(outputs[index][0]) for index in self.row_sparse)
         self._exchange_apply(gradient)
         return loss, computed - start, time.perf_counter() - computed
 
@@ -226,6 +226,11 @@ class P2PTrainer(Trainer):
         return float(loss)
 
     def compute_pass(self, x, y) -> None:
+        if self.row_sparse:
+            loss, outputs = self._row_gradients(x, y)
+            self._sparse_vector(outputs)
+            float(loss)
+            return
         loss, flat = self._gradients(x, y)
         np.asarray(flat)
         float(loss)
