@@ -11,9 +11,8 @@ round-robin, by hash or by use); both resumable, so a second call only prints. P
 - the density where sparse stops paying in bytes, from the byte counts' own terms: ring's
   allgather moves (W-1)/W of every worker's token rows (row + index) where the densified
   allreduce moves 2(W-1)/W of the table, so it wins while the tokens of a global batch are fewer
-  than 2 V row/(row + index); ps moves a row and 16 index bytes per touched row where dense moves
-  every row once each way, so it wins while fewer than 2 row/(row + 16) of the rows are touched
-  per push and pull pair (well above 100%: always, in bytes);
+  than 2 V row/(row + index); a ps worker sends a row and 16 index bytes per touched row where
+  dense sends every row, so it wins while fewer than row/(row + 16) of the rows are touched;
 - per partitioning: the time each step took to compute, the share of row traffic that went to a
   server other than the worker's partner, and how much less than round-robin that is.
 
@@ -35,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load(folder: Path) -> list[dict]:
-    return [r for r in read_records(folder) if r["status"] == "ok"]
+    return [r for r in read_records(folder / "results.jsonl") if r["status"] == "ok"]
 
 
 def run_row(record: dict) -> dict:
@@ -88,13 +87,13 @@ def print_crossover(rows: list[dict]) -> None:
             continue
         limit = 2 * r["vocab"] * ROW_BYTES / (ROW_BYTES + RING_INDEX_BYTES)
         tokens = r["workers"] * r["tokens"]
-        print(f"ring, {r['vocab']} words: allgather wins while a global batch holds fewer than "
-              f"{limit:,.0f} tokens ({100 * limit / r['workers'] / r['vocab']:.0f}% of the "
-              f"vocabulary per worker); this study's: {tokens:,}")  # fmt: skip
+        print(f"ring, {r['vocab']} words: the allgather sends fewer bytes while a global "
+              f"batch holds fewer than {limit:,.0f} tokens (about 2 V); this study's: {tokens:,}")  # fmt: skip
+    share = ROW_BYTES / (ROW_BYTES + 16)
     print(
-        "ps: a touched row costs row + 16 index bytes per push and pull where dense moves "
-        "every row once each way: sparse sends fewer bytes while under "
-        f"{100 * 2 * ROW_BYTES / (ROW_BYTES + 16):.0f}% of the rows are touched (always)"
+        "ps: a worker sends row + 16 index bytes per touched row (push and pull request) where "
+        f"dense sends every row: sparse sends fewer bytes while under {100 * share:.0f}% of the "
+        "rows are touched per step"
     )
     print(
         "p2p: the gradient phase sends only the touched rows (index runs: 8 bytes per row), "
