@@ -41,7 +41,8 @@ def record(
     rows_per_step: float | None = None,
     **more,
 ) -> dict:
-    """The record's `comm.sparse_exchange`."""
+    """The record's `comm.sparse_exchange`; `more`: what an architecture adds (ps: the rows
+    pulled, each worker's traffic with each server)."""
     return {
         "setting": setting,
         "ran": ran(setting, sparse_variables, how),

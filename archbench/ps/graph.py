@@ -299,39 +299,24 @@ def build_worker_graph(
                 ]
 
         row_shards: dict[int, list] = {}
-        fused_loss, fused_grads, pull_rows, ids, positions = loss, grads, None, None, {}
+        fused_loss, fused_grads, pull_rows, ids, positions, tables = loss, grads, None, None, {}, {}
         if row_sparse:
             with tf.device(worker_device):  # the rows this batch reads: its token ids
                 ids = tf.unique(tf.reshape(tf.cast(x, tf.int64), [-1])).y
+                tables = {
+                    index: tf.constant(order, tf.int64) for index, order in row_positions.items()
+                }
+                positions = {
+                    index: tf.gather(tables[index], ids) if index in tables else ids
+                    for index in row_sparse
+                }
             pulls = []
             for index in sorted(row_sparse):
-                variable = model.trainable_variables[index]
-                with tf.device(worker_device):
-                    positions[index] = (
-                        ids
-                        if index not in row_positions
-                        else tf.gather(tf.constant(row_positions[index], tf.int64), ids)
-                    )
-                row_shards[index] = []
-                for number, (shard, master, _, _) in enumerate(shard_vars[index]):
-                    with tf.device(worker_device):
-                        counters = [
-                            tf.Variable(tf.constant(0, tf.int64), trainable=False, name=name)
-                            for name in (
-                                f"rows_pushed_{index}_{number}",
-                                f"rows_pulled_{index}_{number}",
-                            )
-                        ]
-                    row_shard = rows.RowShard(
-                        index,
-                        number,
-                        shard.ps_task,
-                        shard.row_start,
-                        shard.row_end,
-                        plan.variables[index].row_bytes,
-                        *counters,
-                    )
-                    row_shards[index].append(row_shard)
+                row_shards[index] = rows.row_shards(
+                    tf, index, shard_vars[index], plan.variables[index].row_bytes, worker_device
+                )
+                for row_shard, (_, master, _, _) in zip(row_shards[index], shard_vars[index]):
+                    variable = model.trainable_variables[index]
                     pulls.append(
                         rows.pull(
                             tf, row_shard, master, variable, ids, positions[index], worker_device
@@ -359,10 +344,7 @@ def build_worker_graph(
             with tf.device(worker_device):
                 if isinstance(gradient, tf.IndexedSlices):
                     touched, values = rows.unique_rows(tf, gradient)
-                    where = touched
-                    if index in row_positions:
-                        table = tf.constant(row_positions[index], tf.int64)
-                        where = tf.gather(table, touched)
+                    where = tf.gather(tables[index], touched) if index in tables else touched
                 else:
                     values, where = tf.gather(gradient, ids), positions[index]
             for row_shard, (shard, master, slot, accumulator) in zip(

@@ -39,6 +39,31 @@ class RowShard:
     pulled: object = None  # worker-local int64 counter: rows pulled so far
 
 
+def row_shards(tf, variable: int, shards: list, row_bytes: int, worker_device) -> list[RowShard]:
+    """The RowShards of one row-sparse variable (`shards`: its (shard, master, slot,
+    accumulator) entries), each with its two counters on the worker."""
+    placed = []
+    for number, (shard, _, _, _) in enumerate(shards):
+        with tf.device(worker_device):
+            pushed, pulled = (
+                tf.Variable(tf.constant(0, tf.int64), trainable=False, name=name)
+                for name in (f"rows_pushed_{variable}_{number}", f"rows_pulled_{variable}_{number}")
+            )
+        placed.append(
+            RowShard(
+                variable,
+                number,
+                shard.ps_task,
+                shard.row_start,
+                shard.row_end,
+                row_bytes,
+                pushed,
+                pulled,
+            )  # fmt: skip
+        )
+    return placed
+
+
 def unique_rows(tf, gradient):
     """(unique row ids, int64; the values of each summed) of an IndexedSlices gradient."""
     rows, position = tf.unique(tf.cast(gradient.indices, tf.int64))

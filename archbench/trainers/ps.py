@@ -495,35 +495,13 @@ class PSTrainer(Trainer):
     def sparse_rows(self) -> bool:
         return self.config.sparse_exchange == "sparse"
 
-    def _row_sparse_bytes(self) -> int:
-        """The dense bytes of the row-sparse variables (those whose rows travel sparse)."""
-        variables = {shard.variable for shard in self.graph.row_shards}
-        return sum(self.plan.variables[index].nbytes for index in variables)
-
-    def _sparse_stats(self, steps: int) -> dict:
-        """Bytes per step of a sparse-rows run: the other variables dense, plus the rows and
-        indices counted on this worker."""
-        from archbench.ps import rows
-
-        dense = self.plan.total_bytes - self._row_sparse_bytes()
-        counts = self._row_counts or [[0, 0]] * len(self.graph.row_shards)
-        sent, received, _ = rows.bytes_per_step(
-            self.graph.row_shards, [c[0] for c in counts], [c[1] for c in counts], steps
-        )
-        return {
-            "bytes_sent_per_step": round(dense + sent),
-            "bytes_received_per_step": round(dense + received),
-            "bytes_total": round((dense + sent) * steps),
-            "bytes_method": "counted: the rows pushed (row + int64 index) and pulled (int64 "
-            "index sent, row received) on this worker; every other variable dense float32, "
-            "pushed and pulled once per step",
-        }
-
     def comm_stats(self, steps: int) -> dict:
         pushed = self.plan.total_bytes  # one dense gradient per step
         pulled = self.plan.total_bytes  # one fresh copy of every shard per step
         if self.graph.row_shards:
-            return self._sparse_stats(steps)
+            from archbench.ps import row_bytes
+
+            return row_bytes.worker_stats(self.plan, self.graph.row_shards, self._row_counts, steps)
         if self._topk_spec is not None:
             from archbench.compression.record import ps_stats
 
@@ -571,74 +549,26 @@ class PSTrainer(Trainer):
         return spec if spec.sparse and self.config.sync else None
 
     def _received_per_server(self, held: list[int], per_step) -> list | None:
-        """Bytes each server receives per step from all workers: dense, the shards' bytes from
-        every worker; sparse rows, the rows and indices the workers counted; top-k: unknown."""
+        """Bytes each server receives per step from all workers (top-k: unknown)."""
         if self._topk_spec is not None:
             return None
-        workers = self.num_workers
         if not self.graph.row_shards:
-            return [per_step(workers * b) for b in held]
-        from archbench.ps import rows
+            return [per_step(self.num_workers * b) for b in held]
+        from archbench.ps import row_bytes
 
-        dense = [workers * b for b in held]
-        for shard in self.graph.row_shards:
-            dense[shard.ps_task] -= workers * (shard.end - shard.start) * shard.row_bytes
-        for report in self._reports:
-            counts = report["row_counts"] or []
-            _, _, servers = rows.bytes_per_step(
-                self.graph.row_shards,
-                [c[0] for c in counts],
-                [c[1] for c in counts],
-                report["steps"],
-            )
-            for task, load in servers.items():
-                dense[task] += load
-        return [round(b) for b in dense]
+        shards, workers = self.graph.row_shards, self.num_workers
+        return row_bytes.received_per_server(held, shards, self._reports, workers)
 
     def _sparse_record(self) -> dict:
         from archbench import sparse_rows
+        from archbench.ps import row_bytes
 
-        shards = self.graph.row_shards
-        counts = self._row_counts or []
-        steps = max(1, self._steps)
-        variables = {self.plan.variables[s.variable].name for s in shards}
         embeddings = [v.name for v in sparse_rows.embedding_variables(self.model)]
-        return sparse_rows.record(
-            self.config.sparse_exchange,
-            sorted(variables) if shards else embeddings,
-            "each worker pushes the rows it touched (unique, summed) with int64 indices to a "
-            "SparseConditionalAccumulator per shard and pulls only the rows its batch reads",
-            sum(c[0] for c in counts) / steps if shards else None,
-            rows_pulled_per_step=sum(c[1] for c in counts) / steps if shards else None,
-            **self._row_traffic(),
-        )
-
-    def _row_traffic(self) -> dict:
-        """Sparse rows: each worker's row bytes per step to and from each server, and the share
-        that went to servers other than the worker's partner (server k mod K for worker k: the
-        one beside it when each worker has a server on its host)."""
-        if not self.graph.row_shards:
-            return {}
-        from archbench.ps import rows
-
-        matrix = []
-        for report in sorted(self._reports, key=lambda r: r["worker"]):
-            counts = report["row_counts"] or []
-            matrix.append(
-                rows.traffic_per_server(
-                    self.graph.row_shards,
-                    [c[0] for c in counts],
-                    [c[1] for c in counts],
-                    report["steps"],
-                    self.num_ps,
-                )
-            )
-        total = sum(map(sum, matrix))
-        partner = sum(row[worker % self.num_ps] for worker, row in enumerate(matrix))
-        return {
-            "row_bytes_per_worker_per_server_per_step": [[round(b) for b in r] for r in matrix],
-            "row_bytes_off_partner_share": round(1 - partner / total, 6) if total else None,
-        }
+        facts = {"sparse_variables": embeddings, "rows_per_step": None}
+        if self.graph.row_shards:
+            args = (self.plan, self.graph.row_shards, self._row_counts, self._steps, self._reports)
+            facts = row_bytes.record(*args)
+        return sparse_rows.record(self.config.sparse_exchange, how=row_bytes.HOW, **facts)
 
     def extra_record(self) -> dict:
         if not self.is_chief:
