@@ -93,7 +93,11 @@ class Setting:
         return True
 
     def coerce(self, value: Any) -> Any:
-        """The level as the value the run uses; raises LevelError when no backend accepts it."""
+        """The level as the value the run uses; raises LevelError when no backend accepts it.
+        A train setting whose default is None (not set) also takes None: the setting left unset,
+        e.g. a study's `partition_mb: [null, 1]`."""
+        if value is None and self.default is None and self.scope == "train":
+            return None
         if self.kind == "int":
             if (
                 isinstance(value, bool)

@@ -148,7 +148,15 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
     configurations: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
     excluded = collapsed = 0
     for point in points:
-        config = normalise(point, spec, target)
+        try:
+            config = normalise(point, spec, target)
+        except UsageError:
+            # a combination no run can take (e.g. topk with --sync-every 8) that the spec
+            # leaves out is excluded, not refused
+            if any(matches(pattern, {**spec.fixed, **point}) for pattern in spec.exclude):
+                excluded += 1
+                continue
+            raise
         if any(matches(pattern, config) for pattern in spec.exclude):
             excluded += 1
             continue
