@@ -65,6 +65,8 @@ FIELD_COLUMNS: dict[str, str] = {
     "sync_every": "config.sync_every",
     "partition_mb": "config.partition_mb",
     "priority": "config.priority",
+    "pipelined_s": "comm.partition.pipelined_median_s",
+    "first_layer_lead_s": "comm.partition.first_layer_lead_median_s",
     "params": "model_stats.params",
     "cores": "env.cores",
     "load_avg_start": "env.load_avg_start",

@@ -29,6 +29,10 @@ CONFIGS = {
     "dense": ({"compression": "none", "sync_every": 1}, 400_000, (10.0, 12.0), 0.05, 0.05, (0.84, 0.86)),
     "topk": ({"compression": "topk", "sync_every": 1}, 8_000, (5.0, 6.0), 0.03, 0.03, (0.80, 0.82)),
     "h4": ({"compression": "none", "sync_every": 4}, 100_000, (4.0, 4.0), 0.01, 0.02, (0.83, 0.85)),
+    "pieces": (
+        {"compression": "none", "sync_every": 1, "partition_mb": 0.05, "priority": "on"},
+        400_000, (11.0, 11.0), 0.05, 0.05, (0.84, 0.86),
+    ),
 }  # fmt: skip
 
 
@@ -38,7 +42,12 @@ def _record(name: str, repetition: int) -> dict:
     record["run_id"] = f"{name}-r{repetition}"
     record.pop("sweep")
     record["factors"] = {"arch": "p2p", **settings}
-    record["config"].update(settings, priority="off", partition_mb=None)
+    record["config"].update({"priority": "off", "partition_mb": None, **settings})
+    if "partition_mb" in settings:  # what p2p measures of its pieces
+        record["comm"]["partition"] = {
+            "pipelined_median_s": 0.002,
+            "first_layer_lead_median_s": 0.001 * (repetition + 1),
+        }
     record["comm"]["bytes_sent_per_step"] = sent
     record["timing"].update(
         epoch_s=epochs[repetition], step_s_median=median, step_s_amortized=amortized
@@ -62,7 +71,7 @@ def _row(table, reduction: str):
 def test_each_reduction_is_compared_with_the_uncompressed_synchronous_run(study_file):
     table = tradeoff.tradeoff_table(load_study(study_file))
     assert table["reduction"].iloc[0] == "none"  # the reference first
-    assert sorted(table["reduction"]) == ["H=4", "none", "topk"]
+    assert sorted(table["reduction"]) == ["H=4", "none", "pieces ≤ 0.05 MB, priority", "topk"]
     reference, topk, local = (_row(table, r) for r in ("none", "topk", "H=4"))
     assert reference["reference"] and not topk["reference"]
     assert topk["bytes_fewer"] == pytest.approx(50.0)
@@ -77,6 +86,12 @@ def test_each_reduction_is_compared_with_the_uncompressed_synchronous_run(study_
     # H > 1: the amortized step, not the (local) median step
     assert local["step_s"] == pytest.approx(0.02)
     assert topk["step_s"] == pytest.approx(0.03)
+    # partitioning: the same bytes and speed here, and p2p's measured overlap carried over
+    pieces = _row(table, "pieces ≤ 0.05 MB, priority")
+    assert pieces["bytes_fewer"] == pytest.approx(1.0) and pieces["speedup"] == pytest.approx(1.0)
+    assert pieces["pipelined_s"] == pytest.approx(0.002)
+    assert pieces["first_layer_lead_s"] == pytest.approx(0.0015)
+    assert math.isnan(reference["pipelined_s"])
 
 
 def test_the_report_has_the_section_its_figure_and_says_the_step_is_amortized(study_file):
