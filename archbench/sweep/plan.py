@@ -79,7 +79,8 @@ def normalise(point: dict[str, Any], spec: StudySpec, target: ClusterTarget) -> 
     arch = merged.get("arch", "single")
     config: dict[str, Any] = {"arch": arch}
     for name, value in merged.items():
-        if name != "arch" and applies(name, arch, value):
+        # None: a setting left unset (a `null` level), the same run as not naming it
+        if name != "arch" and value is not None and applies(name, arch, value):
             config[name] = value
     if arch in MULTI_PROCESS:
         config.setdefault("workers", DEFAULT_WORKERS)
