@@ -24,9 +24,9 @@ from typing import Any
 from archbench.archs import ARCHITECTURES, MULTI_PROCESS, WITH_SERVERS
 from archbench.compression import CARRIED_BY, METHODS, carry_problem
 from archbench.errors import UsageError
-from archbench.partition import APPLIES_TO as _PARTITIONED
-from archbench.partition import PRIORITIES
-from archbench.partition import problem as partition_problem
+from archbench.tensor_partition import APPLIES_TO as _PARTITIONED
+from archbench.tensor_partition import PRIORITIES
+from archbench.tensor_partition import problem as partition_problem
 
 DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text")
 OPTIMIZERS = ("sgd",)
@@ -251,7 +251,7 @@ SETTINGS: dict[str, Setting] = {
         S("p2p_schedule", "choice", "staggered", _P2P, choices=P2P_SCHEDULES),
         # synchronization frequency (local SGD): archbench.localsgd says which steps communicate
         S("sync_every", "int", 1, _SYNC_EVERY, minimum=1, maximum=1_000_000, numeric=True, unit="steps", help="average the workers' models every H steps, each worker applying its own gradients in between (1: synchronous training, gradients averaged every step; ps: --sync only)"),
-        # tensor partitioning and priority scheduling (archbench.partition)
+        # tensor partitioning and priority scheduling (archbench.tensor_partition)
         S("partition_mb", "float", None, _PARTITIONED, minimum=0, exclusive_minimum=True, maximum=1e6, numeric=True, unit="MB", help="cut every gradient and parameter message larger than this many MB (2^20 bytes) into pieces sent on their own (default: not cut)"),
         S("priority", "choice", "off", _PARTITIONED, choices=PRIORITIES, help="send and pull pieces first layers first (on) or in the exchange's own order (off, default)"),
         S("sync_every_warmup_steps", "int", 0, _SYNC_EVERY, minimum=0, maximum=1_000_000_000, numeric=True, unit="steps", help="synchronous steps (gradients averaged) before the local steps of --sync-every start"),

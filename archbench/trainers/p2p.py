@@ -28,7 +28,7 @@ of the gradient: each owner averages its shard of the parameters over the worker
 to every peer. The same messages, so the same bytes as a gradient exchange; ranks hold identical
 parameters after every averaging step, and the run's last step always averages.
 
-With `--partition-mb S` or `--priority on` (`archbench.partition`), step 2 runs in pieces
+With `--partition-mb S` or `--priority on` (`archbench.tensor_partition`), step 2 runs in pieces
 (`archbench.p2p.pieces.PieceExchange`): every piece a non-blocking message, each owner piece
 averaged, updated and sent back as soon as its contributions are in; the same bits, the same
 bytes. An averaging step sends a copy of the parameters, since fresh pieces land in them.
@@ -48,7 +48,7 @@ from archbench.p2p.exchange import ShardExchange
 from archbench.p2p.pieces import PieceExchange
 from archbench.p2p.sgd import ShardSGD
 from archbench.p2p.shards import ShardPlan
-from archbench.partition import PartitionSpec
+from archbench.tensor_partition import PartitionSpec
 from archbench.trainers.base import Trainer
 
 

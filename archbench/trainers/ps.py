@@ -25,7 +25,6 @@ from archbench.compression import CompressionSpec
 from archbench.errors import RunFailed, UsageError
 from archbench.launch import threads_per_process
 from archbench.localsgd import AVERAGE, SYNC
-from archbench.partition import PartitionSpec
 from archbench.ps.cluster_spec import (
     ClusterLayout,
     layout_from_tf_config,
@@ -44,6 +43,7 @@ from archbench.ps.lifecycle import (
     take_when_there,
 )
 from archbench.ps.sharding import ShardPlan
+from archbench.tensor_partition import PartitionSpec
 from archbench.trainers.base import Trainer
 
 READY_POLL_S = 0.1
@@ -566,7 +566,7 @@ class PSTrainer(Trainer):
         }
 
     def _partition_record(self) -> dict:
-        """--partition-mb, --priority on: what the graph cut and ordered (archbench.partition)."""
+        """--partition-mb, --priority on: what the graph cut and ordered (archbench.tensor_partition)."""
         per_variable = [len(self.plan.shards_of(i)) for i in range(len(self.plan.variables))]
         return {
             "partition_bytes": self.partition.max_bytes,
