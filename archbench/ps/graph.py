@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archbench.ps.cluster_spec import ClusterLayout
-from archbench.ps.sharding import ShardPlan, plan_for_model
+from archbench.ps.sharding import ShardPlan, cut_shards, plan_for_model
 
 DONE_QUEUE = "archbench_ps_done"
 REPORT_QUEUE = "archbench_ps_reports"
@@ -139,8 +139,11 @@ def build_worker_graph(
     momentum: float,
     compression=None,
     local_steps: bool = False,
+    partition=None,
 ) -> WorkerGraph:
-    """`compression`: a CompressionSpec, or None (dense pushes); only `topk` changes the graph."""
+    """`compression`: a CompressionSpec, or None (dense pushes); only `topk` changes the graph.
+    `partition`: a PartitionSpec, or None: shards cut into pieces of at most its bytes (each
+    pushed, updated and pulled by its own ops), pulls chained first layers first (priority)."""
     from archbench.models import build_model
 
     sparse = compression is not None and compression.sparse and sync
@@ -156,6 +159,9 @@ def build_worker_graph(
         with tf.device(worker_device):
             model = build_model(model_name, input_shape, num_classes, seed)
         plan = plan_for_model(model, layout.num_ps, sharding)
+        ordered = partition is not None and partition.priority
+        if partition is not None and partition.max_bytes is not None:
+            plan = cut_shards(plan, partition.max_bytes)
         with tf.device(worker_device):
             before = {id(u) for u in model.updates}
             x = tf.compat.v1.placeholder(input_dtype, (None, *input_shape), name="x")
@@ -347,7 +353,7 @@ def build_worker_graph(
                         update_step = global_step.assign_add(1, read_value=True)
             with tf.control_dependencies([update_step]):
                 pull, pulled_step = _pull(
-                    tf, model, shard_vars, global_step, worker_device, anchors
+                    tf, model, shard_vars, global_step, worker_device, anchors, ordered
                 )
             return ExchangeOps(pull, update_step, pulled_step)
 
@@ -355,7 +361,9 @@ def build_worker_graph(
         with tf.control_dependencies([fill_buffers]):
             compute_into_buffers = tf.identity(loss)
         probe_exchange = exchange([b.read_value() for b in buffers])
-        pull, pulled_step = _pull(tf, model, shard_vars, global_step, worker_device, anchors)
+        pull, pulled_step = _pull(
+            tf, model, shard_vars, global_step, worker_device, anchors, ordered
+        )
         local = None
         if local_steps:
 
@@ -496,12 +504,15 @@ def _add_atomic(tf, master, update):
     )
 
 
-def _pull(tf, model, shard_vars, global_step, worker_device, anchors=None):
+def _pull(tf, model, shard_vars, global_step, worker_device, anchors=None, ordered=False):
     """Fresh server values into the local copy (each shard crosses the network once), and into
-    the anchors where there are some (--sync-every: the values local changes are measured from)."""
+    the anchors where there are some (--sync-every: the values local changes are measured from).
+    `ordered` (--priority on): variable i is read only once variable i-1 is in place, so the
+    first layers' parameters arrive first; otherwise every read runs at once."""
     assigns = []
     for index, (local, per_variable) in enumerate(zip(model.trainable_variables, shard_vars)):
-        value = _joined(tf, per_variable, lambda entry: entry[1], worker_device)
+        with tf.control_dependencies(assigns[-1:] if ordered else []):
+            value = _joined(tf, per_variable, lambda entry: entry[1], worker_device)
         with tf.device(worker_device):
             assigns.append(local.assign(value, read_value=False))
             if anchors is not None:

@@ -43,6 +43,7 @@ from archbench.ps.lifecycle import (
     take_when_there,
 )
 from archbench.ps.sharding import ShardPlan
+from archbench.tensor_partition import PartitionSpec
 from archbench.trainers.base import Trainer
 
 READY_POLL_S = 0.1
@@ -189,6 +190,7 @@ class PSTrainer(Trainer):
             momentum=config.momentum,
             compression=self.compression,
             local_steps=self.schedule.local_steps,
+            partition=self.partition if self.partition.active else None,
         )
         self.plan = self.graph.plan
         # The eager copy: the seed's initial values (the same as every other architecture's) and
@@ -495,6 +497,10 @@ class PSTrainer(Trainer):
         }
 
     @cached_property
+    def partition(self) -> PartitionSpec:
+        return PartitionSpec.from_config(self.config)
+
+    @cached_property
     def compression(self) -> CompressionSpec:
         return CompressionSpec.from_config(self.config)
 
@@ -556,4 +562,23 @@ class PSTrainer(Trainer):
                 "steps_per_worker": {str(r["worker"]): r["steps"] for r in self._reports},
                 "setup_s": self._setup_s,
             },
+            **({"partition": self._partition_record()} if self.partition.active else {}),
+        }
+
+    def _partition_record(self) -> dict:
+        """--partition-mb, --priority on: what the graph cut and ordered (archbench.tensor_partition)."""
+        per_variable = [len(self.plan.shards_of(i)) for i in range(len(self.plan.variables))]
+        return {
+            "partition_bytes": self.partition.max_bytes,
+            "priority": "on" if self.partition.priority else "off",
+            "pieces_per_variable": per_variable,
+            "piece_count": len(self.plan.shards),
+            "partitioned": any(n > 1 for n in per_variable),
+            "pull_order": "chained first layers first (control dependencies)"
+            if self.partition.priority
+            else "all pulls at once",
+            "engine_overlap": "each piece is its own push (as soon as backward produces its "
+            "variable's gradient), accumulator, server update and pull; the next step's forward "
+            "pass is a separate session run that starts after the whole pull",
+            "overlap_measured": None,
         }
