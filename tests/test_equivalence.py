@@ -240,7 +240,7 @@ def test_priority_off_is_todays_p2p_bit_for_bit(runs):
     assert today["config"]["priority"] == "off" and today["config"]["partition_mb"] is None
     for key in ("param_digest_per_rank", "param_norm", "final_loss", "test_accuracy"):
         assert explicit["result"][key] == today["result"][key], key
-    assert "partition" not in explicit["comm"]
+    assert "tensor_partition" not in explicit["comm"]
     assert explicit["comm"]["bytes_total"] == today["comm"]["bytes_total"]
 
 
@@ -251,7 +251,7 @@ def test_p2p_in_pieces_first_layers_first_ends_with_the_same_bits(runs, variant,
         assert cut["result"][key] == uncut["result"][key], key
     for key in ("bytes_sent_per_step", "bytes_received_per_step", "bytes_total"):
         assert cut["comm"][key] == uncut["comm"][key], key
-    partition = cut["comm"]["partition"]
+    partition = cut["comm"]["tensor_partition"]
     assert partition["partition_bytes"] == int(0.05 * 2**20) and partition["priority"] == "on"
     shard_bytes = ShardPlan(cut["model_stats"]["params"], 2).shard_bytes(0)
     expected = -(-shard_bytes // (partition["partition_bytes"] // 4 * 4))
@@ -266,7 +266,7 @@ def test_ps_in_pieces_with_ordered_pulls_ends_with_the_same_parameters(runs):
     for key in ("param_norm", "final_loss", "test_accuracy"):
         assert cut["result"][key] == uncut["result"][key], key
     assert cut["comm"]["bytes_total"] == uncut["comm"]["bytes_total"]
-    partition = cut["comm"]["partition"]
+    partition = cut["comm"]["tensor_partition"]
     # the 784x128 kernel: 512 bytes a row, at most 102 rows a piece -> 8 pieces; the rest whole
     assert partition["pieces_per_variable"] == [8, 1, 1, 1]
     assert partition["piece_count"] == 11 and partition["priority"] == "on"

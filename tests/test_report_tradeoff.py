@@ -44,7 +44,7 @@ def _record(name: str, repetition: int) -> dict:
     record["factors"] = {"arch": "p2p", **settings}
     record["config"].update({"priority": "off", "partition_mb": None, **settings})
     if "partition_mb" in settings:  # what p2p measures of its pieces
-        record["comm"]["partition"] = {
+        record["comm"]["tensor_partition"] = {
             "pipelined_median_s": 0.002,
             "first_layer_lead_median_s": 0.001 * (repetition + 1),
         }

@@ -257,7 +257,7 @@ class P2PTrainer(Trainer):
             "densified_gradients": sorted(set(self.densified)),
             "params_identical_across_ranks": True,
             **self._compression_record(facts),
-            **({"partition": self.exchange.as_record()} if self.partition.active else {}),
+            **({"tensor_partition": self.exchange.as_record()} if self.partition.active else {}),
         }
 
     def _compression_record(self, facts: list[dict]) -> dict:

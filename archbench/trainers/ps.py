@@ -562,7 +562,7 @@ class PSTrainer(Trainer):
                 "steps_per_worker": {str(r["worker"]): r["steps"] for r in self._reports},
                 "setup_s": self._setup_s,
             },
-            **({"partition": self._partition_record()} if self.partition.active else {}),
+            **({"tensor_partition": self._partition_record()} if self.partition.active else {}),
         }
 
     def _partition_record(self) -> dict:
