@@ -33,6 +33,8 @@ PLACEMENTS = ("dedicated", "co-located")
 # A run's throughput at a slow (p90) and a fast (p10) step: its within-run spread.
 AT_STEP_P90, AT_STEP_P10 = "samples_per_s_at_step_p90", "samples_per_s_at_step_p10"
 
+# Columns read as text (the others as numbers, NaN where absent or not a number).
+TEXT_COLUMNS = frozenset({"arch", "model", "dataset", "compression", "priority"})
 # Short column name -> dotted record field, read for every record (NaN where absent).
 FIELD_COLUMNS: dict[str, str] = {
     "arch": "config.arch",
@@ -57,6 +59,14 @@ FIELD_COLUMNS: dict[str, str] = {
     "target_accuracy": "result.target_accuracy",
     "time_to_target_s": "result.time_to_target_s",
     "bytes_per_step": "comm.bytes_sent_per_step",
+    "step_s_amortized": "timing.step_s_amortized",
+    # communication reductions (the speed-vs-accuracy section)
+    "compression": "config.compression",
+    "sync_every": "config.sync_every",
+    "partition_mb": "config.partition_mb",
+    "priority": "config.priority",
+    "pipelined_s": "comm.tensor_partition.pipelined_median_s",
+    "first_layer_lead_s": "comm.tensor_partition.first_layer_lead_median_s",
     "params": "model_stats.params",
     "cores": "env.cores",
     "load_avg_start": "env.load_avg_start",
@@ -215,7 +225,7 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
     row: dict[str, Any] = {}
     for column, dotted in FIELD_COLUMNS.items():
         value = flat.get(dotted)
-        row[column] = value if column in ("arch", "model", "dataset") else _number(value)
+        row[column] = value if column in TEXT_COLUMNS else _number(value)
     row["status"] = str(flat.get("status") or "unknown")
     row["run_id"] = flat.get("run_id")
     workers = record.workers

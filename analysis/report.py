@@ -19,13 +19,22 @@ from typing import Any
 
 import pandas as pd
 
-from archbench.analysis import accuracy, claims, effects, placement, scaling, timesplit, transfer
+from archbench.analysis import (
+    accuracy,
+    claims,
+    effects,
+    placement,
+    scaling,
+    timesplit,
+    tradeoff,
+    transfer,
+)
 from archbench.analysis.fmt import num, plain
 from archbench.analysis.load import Study, format_level, load_study
 from archbench.analysis.section import Column, FigureFile, Section, Table
 
 # The sections, in the report's order (each module has KEY, TITLE and build(study, fig_dir)).
-SECTIONS = (scaling, timesplit, placement, accuracy, effects, transfer, claims)
+SECTIONS = (scaling, timesplit, placement, accuracy, tradeoff, effects, transfer, claims)
 
 
 @dataclass

@@ -70,6 +70,14 @@ def ratio_of_means(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     return {"ratio": ratio, "ratio_std": ratio_std, "ci_low": float(low), "ci_high": float(high)}
 
 
+def mean_ci_halfwidth(std: float, n: float, level: float = 0.95) -> float:
+    """Half-width of the Student-t confidence interval of a mean from its std (ddof=1) and its
+    count; NaN with fewer than two values."""
+    if n is None or math.isnan(n) or n < 2 or std is None or math.isnan(std):
+        return math.nan
+    return float(scipy_stats.t.ppf(0.5 + level / 2, n - 1) * std / math.sqrt(n))
+
+
 def propagated_ratio_std(num: float, num_std: float, den: float, den_std: float) -> float:
     """Std of num/den from the two (independent) stds; NaN when either is unknown."""
     if den == 0 or any(math.isnan(x) for x in (num, num_std, den, den_std)):

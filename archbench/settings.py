@@ -24,6 +24,9 @@ from typing import Any
 from archbench.archs import ARCHITECTURES, MULTI_PROCESS, WITH_SERVERS
 from archbench.compression import CARRIED_BY, METHODS, carry_problem
 from archbench.errors import UsageError
+from archbench.tensor_partition import APPLIES_TO as _PARTITIONED
+from archbench.tensor_partition import PRIORITIES
+from archbench.tensor_partition import problem as partition_problem
 
 DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text", "words")
 OPTIMIZERS = ("sgd",)
@@ -104,7 +107,11 @@ class Setting:
         return True
 
     def coerce(self, value: Any) -> Any:
-        """The level as the value the run uses; raises LevelError when no backend accepts it."""
+        """The level as the value the run uses; raises LevelError when no backend accepts it.
+        A train setting whose default is None (not set) also takes None: the setting left unset,
+        e.g. a study's `partition_mb: [null, 1]`."""
+        if value is None and self.default is None and self.scope == "train":
+            return None
         if self.kind == "int":
             if (
                 isinstance(value, bool)
@@ -263,6 +270,9 @@ SETTINGS: dict[str, Setting] = {
         S("param_partition", "choice", "range", _PS, choices=PARAM_PARTITIONS, help="which server holds which embedding row (--sparse-exchange sparse): range (default), round-robin, hash, by-use"),
         # synchronization frequency (local SGD): archbench.localsgd says which steps communicate
         S("sync_every", "int", 1, _SYNC_EVERY, minimum=1, maximum=1_000_000, numeric=True, unit="steps", help="average the workers' models every H steps, each worker applying its own gradients in between (1: synchronous training, gradients averaged every step; ps: --sync only)"),
+        # tensor partitioning and priority scheduling (archbench.tensor_partition)
+        S("partition_mb", "float", None, _PARTITIONED, minimum=0, exclusive_minimum=True, maximum=1e6, numeric=True, unit="MB", help="cut every gradient and parameter message larger than this many MB (2^20 bytes) into pieces sent on their own (default: not cut)"),
+        S("priority", "choice", "off", _PARTITIONED, choices=PRIORITIES, help="send and pull pieces first layers first (on) or in the exchange's own order (off, default)"),
         S("sync_every_warmup_steps", "int", 0, _SYNC_EVERY, minimum=0, maximum=1_000_000_000, numeric=True, unit="steps", help="synchronous steps (gradients averaged) before the local steps of --sync-every start"),
         # --- sweep settings ---
         # extra words appended to the train command, for flags this registry does not know yet
@@ -282,6 +292,7 @@ _HELP_GROUPS = {
     _PS: "ps (parameter server)",
     _P2P: "p2p (peer to peer)",
     _COMPRESSED: "communication reduction: compression, --sync-every, sparse models (ring, p2p, ps)",
+    _PARTITIONED: "tensor partitioning and priority (p2p, ps)",
 }
 
 
@@ -432,6 +443,9 @@ def combination_problem(values: dict[str, Any]) -> str | None:
         problem = carry_problem(arch, values.get("compression"), values.get("sync") is not False)
         if problem:
             return problem
+    problem = partition_problem(arch, values)
+    if problem:
+        return problem
     every = values.get("sync_every")
     if values.get("arch") == "ps" and values.get("sync") is False and every and every > 1:
         return (

@@ -21,6 +21,11 @@ warm-up given is today's synchronous training bit for bit (same parameters, loss
 H = 4 ends with every rank holding the same averaged parameters, its steps split into local and
 averaging steps as the schedule says, and it sends exactly the bytes of its exchanging steps:
 about a quarter of H = 1's per step.
+
+Tensor partitioning and priority scheduling (four more W = 2 runs): `--priority off` given
+explicitly is today's p2p bit for bit; cut into pieces of 0.05 MB with `--priority on`, p2p and
+ps end with the same bits as uncut (every element goes through the same operations), move the
+same bytes, and record what was cut; so does p2p's averaging exchange with `--sync-every 4`.
 """
 
 from __future__ import annotations
@@ -50,10 +55,23 @@ SYNC_EVERY = {
     "ring-h4": ("ring", ["--sync-every", "4"]),
     "p2p-h4": ("p2p", ["--sync-every", "4", "--sync-every-warmup-steps", "10"]),
 }
+# partitioning and priority variants: (architecture or variant above, its extra flags); mlp's
+# 784x128 kernel (401,408 bytes) is cut into pieces of at most 52,428 bytes
+PIECES = ["--partition-mb", "0.05", "--priority", "on"]
+PARTITIONED = {
+    "p2p-priority-off": ("p2p", ["--priority", "off"]),
+    "p2p-pieces": ("p2p", PIECES),
+    "ps-pieces": ("ps", PIECES),
+    "p2p-h4-pieces": ("p2p-h4", PIECES),
+}
 
 
 def command_for(arch: str, workers: int) -> tuple[list[str], str | None, int]:
     """(train arguments, launcher, processes) for `arch` with `workers` workers."""
+    if arch in PARTITIONED:
+        base, flags = PARTITIONED[arch]
+        args, launcher, processes = command_for(base, workers)
+        return [*args, *flags], launcher, processes
     if arch in SYNC_EVERY:
         base, flags = SYNC_EVERY[arch]
         args, launcher, processes = command_for(base, workers)
@@ -214,3 +232,44 @@ def test_sync_every_4_averages_the_models_and_sends_a_quarter_of_the_bytes(runs,
     # local SGD trains: within 25% of synchronous training's loss after 50 steps
     loss, synchronous = record["result"]["final_loss"], today["result"]["final_loss"]
     assert relative_difference(loss, synchronous) < 0.25, (loss, synchronous)
+
+
+def test_priority_off_is_todays_p2p_bit_for_bit(runs):
+    today, explicit = runs.record("p2p", 2), runs.record("p2p-priority-off", 2)
+    assert explicit["config"]["priority"] == "off" and explicit["config"]["partition_mb"] is None
+    assert today["config"]["priority"] == "off" and today["config"]["partition_mb"] is None
+    for key in ("param_digest_per_rank", "param_norm", "final_loss", "test_accuracy"):
+        assert explicit["result"][key] == today["result"][key], key
+    assert "tensor_partition" not in explicit["comm"]
+    assert explicit["comm"]["bytes_total"] == today["comm"]["bytes_total"]
+
+
+@pytest.mark.parametrize("variant,base", [("p2p-pieces", "p2p"), ("p2p-h4-pieces", "p2p-h4")])
+def test_p2p_in_pieces_first_layers_first_ends_with_the_same_bits(runs, variant, base):
+    uncut, cut = runs.record(base, 2), runs.record(variant, 2)
+    for key in ("param_digest_per_rank", "param_norm", "final_loss", "test_accuracy"):
+        assert cut["result"][key] == uncut["result"][key], key
+    for key in ("bytes_sent_per_step", "bytes_received_per_step", "bytes_total"):
+        assert cut["comm"][key] == uncut["comm"][key], key
+    partition = cut["comm"]["tensor_partition"]
+    assert partition["partition_bytes"] == int(0.05 * 2**20) and partition["priority"] == "on"
+    shard_bytes = ShardPlan(cut["model_stats"]["params"], 2).shard_bytes(0)
+    expected = -(-shard_bytes // (partition["partition_bytes"] // 4 * 4))
+    assert partition["pieces_per_shard"] == [expected, expected] and expected > 1
+    assert partition["exchanges_timed"] == cut["comm"]["exchange_steps"]
+    assert 0 < partition["first_update_sent_median_s"] <= partition["done_median_s"]
+    assert partition["first_layer_ready_median_s"] <= partition["done_median_s"]
+
+
+def test_ps_in_pieces_with_ordered_pulls_ends_with_the_same_parameters(runs):
+    uncut, cut = runs.record("ps", 2), runs.record("ps-pieces", 2)
+    for key in ("param_norm", "final_loss", "test_accuracy"):
+        assert cut["result"][key] == uncut["result"][key], key
+    assert cut["comm"]["bytes_total"] == uncut["comm"]["bytes_total"]
+    partition = cut["comm"]["tensor_partition"]
+    # the 784x128 kernel: 512 bytes a row, at most 102 rows a piece -> 8 pieces; the rest whole
+    assert partition["pieces_per_variable"] == [8, 1, 1, 1]
+    assert partition["piece_count"] == 11 and partition["priority"] == "on"
+    assert cut["comm"]["ps"]["sharding"]["partitioned_variables"] == ["hidden/kernel:0"]
+    shards = cut["comm"]["ps"]["sharding"]["shards"]
+    assert sum(shard["bytes"] for shard in shards) == cut["model_stats"]["param_bytes"]

@@ -265,3 +265,40 @@ def test_horovodrun_and_single_commands(tmp_path):
         "-m",
         "archbench.train",
     ]
+
+
+def test_refused_combinations_left_out_by_exclude_and_an_unset_level(tmp_path):
+    """A combination train refuses (top-k with local steps; partitioning with top-k) is
+    excluded, not refused, when a pattern leaves it out; `null` leaves a setting unset."""
+    spec = spec_from(
+        tmp_path,
+        """
+        fixed: {steps: 5, workers: 2}
+        factors:
+          arch: [ring, p2p]
+          compression: [none, topk]
+          sync_every: [1, 8]
+          partition_mb: [null, 0.5]
+        exclude:
+          - {compression: topk, sync_every: 8}
+          - {compression: topk, partition_mb: 0.5}
+        """,
+    )
+    plan = build_plan(spec, LOCAL4)
+    configs = {
+        (r.arch, r.config["compression"], r.config["sync_every"], r.config.get("partition_mb"))
+        for r in plan.runs
+    }
+    assert configs == {
+        ("ring", "none", 1, None), ("ring", "topk", 1, None), ("ring", "none", 8, None),
+        ("p2p", "none", 1, None), ("p2p", "topk", 1, None), ("p2p", "none", 8, None),
+        ("p2p", "none", 1, 0.5), ("p2p", "none", 8, 0.5),
+    }  # fmt: skip
+    for run in plan.runs:
+        argv = commands.train_argv(run.config, "python", "out.jsonl", run.run_id, "s")
+        cut = run.config.get("partition_mb")
+        assert ("--partition-mb" in argv) == (cut is not None)
+    # without the pattern, the refused combination still stops the plan with its one line
+    spec.exclude = spec.exclude[1:]
+    with pytest.raises(UsageError, match="--sync-every 8 with --compression topk"):
+        build_plan(spec, LOCAL4)

@@ -24,3 +24,12 @@ class ShardSGD:
         np.multiply(self.velocity, self.momentum, out=self.velocity)
         np.subtract(self.velocity, self.scaled, out=self.velocity)
         np.add(params, self.velocity, out=params)
+
+    def apply_range(self, params: np.ndarray, gradient: np.ndarray, low: int, high: int) -> None:
+        """`apply` on elements [low, high) of the shard only (`params`: the whole shard;
+        `gradient`: the averaged gradient of those elements), with the same operations."""
+        velocity, scaled, part = self.velocity[low:high], self.scaled[low:high], params[low:high]
+        np.multiply(gradient, self.lr, out=scaled)
+        np.multiply(velocity, self.momentum, out=velocity)
+        np.subtract(velocity, scaled, out=velocity)
+        np.add(part, velocity, out=part)

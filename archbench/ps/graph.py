@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archbench.ps.cluster_spec import ClusterLayout
-from archbench.ps.sharding import ShardPlan, plan_for_model, with_row_placement
+from archbench.ps.sharding import ShardPlan, cut_shards, plan_for_model, with_row_placement
 
 DONE_QUEUE = "archbench_ps_done"
 REPORT_QUEUE = "archbench_ps_reports"
@@ -149,11 +149,14 @@ def build_worker_graph(
     local_steps: bool = False,
     sparse_rows: bool = False,
     row_servers: np.ndarray | None = None,
+    partition=None,
 ) -> WorkerGraph:
     """`compression`: a CompressionSpec, or None (dense pushes); only `topk` changes the graph.
     `sparse_rows`: push and pull only the embedding rows a batch touches (`archbench.ps.rows`);
     `row_servers`: the server of each embedding row (`archbench.partition.place_rows`; default:
-    the shard plan's row ranges)."""
+    the shard plan's row ranges). `partition`: a PartitionSpec, or None: shards cut into pieces
+    of at most its bytes (each pushed, updated and pulled by its own ops), pulls chained first
+    layers first (priority; `archbench.tensor_partition`)."""
     from archbench.models import build_model
     from archbench.ps import rows
     from archbench.sparse_rows import embedding_variables
@@ -173,6 +176,9 @@ def build_worker_graph(
         with tf.device(worker_device):
             model = build_model(model_name, input_shape, num_classes, seed, vocab_size)
         plan = plan_for_model(model, layout.num_ps, sharding)
+        ordered = partition is not None and partition.priority
+        if partition is not None and partition.max_bytes is not None:
+            plan = cut_shards(plan, partition.max_bytes)
         with tf.device(worker_device):
             before = {id(u) for u in model.updates}
             x = tf.compat.v1.placeholder(input_dtype, (None, *input_shape), name="x")
@@ -453,6 +459,7 @@ def build_worker_graph(
                     global_step,
                     worker_device,
                     anchors,
+                    ordered=ordered,
                     skip=row_sparse,
                     row_positions=row_positions,
                 )
@@ -463,7 +470,14 @@ def build_worker_graph(
             compute_into_buffers = tf.identity(loss)
         probe_exchange = exchange([b.read_value() for b in buffers])
         pull, pulled_step = _pull(
-            tf, model, shard_vars, global_step, worker_device, anchors, row_positions=row_positions
+            tf,
+            model,
+            shard_vars,
+            global_step,
+            worker_device,
+            anchors,
+            ordered=ordered,
+            row_positions=row_positions,
         )
         local = None
         if local_steps:
@@ -620,18 +634,22 @@ def _pull(
     global_step,
     worker_device,
     anchors=None,
+    ordered=False,
     skip=frozenset(),
     row_positions=None,
 ):
     """Fresh server values into the local copy (each shard crosses the network once), and into
     the anchors where there are some (--sync-every: the values local changes are measured from).
-    Variables in `skip` (row-sparse ones: their rows are pulled as batches need them) stay; those
-    in `row_positions` are stored row-placed and put back in row order."""
+    `ordered` (--priority on): variable i is read only once variable i-1 is in place, so the
+    first layers' parameters arrive first; otherwise every read runs at once. Variables in `skip`
+    (row-sparse ones: their rows are pulled as batches need them) stay; those in `row_positions`
+    are stored row-placed and put back in row order."""
     assigns = []
     for index, (local, per_variable) in enumerate(zip(model.trainable_variables, shard_vars)):
         if index in skip:
             continue
-        value = _joined(tf, per_variable, lambda entry: entry[1], worker_device)
+        with tf.control_dependencies(assigns[-1:] if ordered else []):
+            value = _joined(tf, per_variable, lambda entry: entry[1], worker_device)
         if row_positions and index in row_positions:
             with tf.device(worker_device):
                 value = tf.gather(value, tf.constant(row_positions[index], tf.int64))

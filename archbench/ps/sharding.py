@@ -87,7 +87,8 @@ class ShardPlan:
 
     @property
     def partitioned(self) -> list[str]:
-        """Names of the variables cut across more than one server."""
+        """Names of the variables cut into more than one shard (across servers by `balanced`,
+        into pieces by `cut_shards`)."""
         return [v.name for i, v in enumerate(self.variables) if len(self.shards_of(i)) > 1]
 
     def imbalance(self) -> float:
@@ -154,6 +155,20 @@ def make_plan(sharding: str, variables: list[VariableInfo], num_ps: int) -> Shar
     if sharding == "balanced":
         return balanced(variables, num_ps)
     raise ValueError(f"unknown sharding {sharding!r} (choose from {', '.join(SHARDINGS)})")
+
+
+def cut_shards(plan: ShardPlan, max_bytes: int) -> ShardPlan:
+    """The plan with every shard larger than `max_bytes` cut along its first axis into pieces
+    of at most `max_bytes` (at least one row each), all on the shard's server (--partition-mb):
+    the servers hold the same bytes, in more, smaller variables."""
+    pieces: list[Shard] = []
+    for shard in plan.shards:
+        row_bytes = plan.variables[shard.variable].row_bytes
+        step = max(1, max_bytes // row_bytes) if row_bytes else shard.rows
+        for row in range(shard.row_start, shard.row_end, step):
+            end = min(row + step, shard.row_end)
+            pieces.append(Shard(shard.variable, row, end, shard.ps_task, (end - row) * row_bytes))
+    return ShardPlan(plan.sharding, plan.num_ps, plan.variables, tuple(pieces))
 
 
 def variable_infos(model) -> list[VariableInfo]:

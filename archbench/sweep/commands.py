@@ -111,7 +111,7 @@ def train_argv(config: dict[str, Any], python: str, out: str, run_id: str, study
     argv = [python, "-m", "archbench.train"]
     for name, value in config.items():
         flag = SETTINGS[name].train_flag
-        if not flag:
+        if not flag or value is None:  # None: a setting left unset (its default)
             continue
         if name == "sync":
             argv.append("--sync" if value else "--async")

@@ -79,7 +79,8 @@ def normalise(point: dict[str, Any], spec: StudySpec, target: ClusterTarget) -> 
     arch = merged.get("arch", "single")
     config: dict[str, Any] = {"arch": arch}
     for name, value in merged.items():
-        if name != "arch" and applies(name, arch, value):
+        # None: a setting left unset (a `null` level), the same run as not naming it
+        if name != "arch" and value is not None and applies(name, arch, value):
             config[name] = value
     if arch in MULTI_PROCESS:
         config.setdefault("workers", DEFAULT_WORKERS)
@@ -148,7 +149,15 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
     configurations: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
     excluded = collapsed = 0
     for point in points:
-        config = normalise(point, spec, target)
+        try:
+            config = normalise(point, spec, target)
+        except UsageError:
+            # a combination no run can take (e.g. topk with --sync-every 8) that the spec
+            # leaves out is excluded, not refused
+            if any(matches(pattern, {**spec.fixed, **point}) for pattern in spec.exclude):
+                excluded += 1
+                continue
+            raise
         if any(matches(pattern, config) for pattern in spec.exclude):
             excluded += 1
             continue

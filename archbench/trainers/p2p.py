@@ -27,6 +27,11 @@ gathered once), and an averaging step runs the same two phases on the parameter 
 of the gradient: each owner averages its shard of the parameters over the workers, then sends it
 to every peer. The same messages, so the same bytes as a gradient exchange; ranks hold identical
 parameters after every averaging step, and the run's last step always averages.
+
+With `--partition-mb S` or `--priority on` (`archbench.tensor_partition`), step 2 runs in pieces
+(`archbench.p2p.pieces.PieceExchange`): every piece a non-blocking message, each owner piece
+averaged, updated and sent back as soon as its contributions are in; the same bits, the same
+bytes. An averaging step sends a copy of the parameters, since fresh pieces land in them.
 """
 
 from __future__ import annotations
@@ -41,8 +46,10 @@ from archbench.compression.topk import TopK
 from archbench.errors import UsageError
 from archbench.localsgd import AVERAGE, SYNC
 from archbench.p2p.exchange import ShardExchange
+from archbench.p2p.pieces import PieceExchange
 from archbench.p2p.sgd import ShardSGD
 from archbench.p2p.shards import ShardPlan
+from archbench.tensor_partition import PartitionSpec
 from archbench.trainers.base import Trainer
 
 
@@ -81,7 +88,14 @@ class P2PTrainer(Trainer):
         self.params = np.concatenate([v.numpy().reshape(-1) for v in self.variables])
         # Every rank built the same weights from the seed; the broadcast makes it a fact.
         self.comm.Bcast(self.params, root=0)
-        self.exchange = ShardExchange(self.comm, self.plan, self.config.p2p_schedule)
+        self.partition = PartitionSpec.from_config(self.config)
+        if self.partition.active:  # --partition-mb, --priority on: archbench.p2p.pieces
+            self.exchange = PieceExchange(
+                self.comm, self.plan, self.config.p2p_schedule, self.partition, self.sizes[0]
+            )
+        else:
+            self.exchange = ShardExchange(self.comm, self.plan, self.config.p2p_schedule)
+        self._outgoing: np.ndarray | None = None  # pieces: the parameters an averaging sends
         start, stop = self.exchange.own_range
         self.own_params = self.params[start:stop]
         self.sgd = ShardSGD(stop - start, self.config.lr, self.config.momentum)
@@ -173,14 +187,17 @@ class P2PTrainer(Trainer):
         if self.step_kind != SYNC:
             self._local_apply(gradient)
             return
-        if self.row_sparse:
-            averaged = self.exchange.reduce_scatter_sparse_mean(*gradient, runs=True)
-        elif self.topk is not None:
-            averaged = self.exchange.reduce_scatter_sparse_mean(*self.topk.select(gradient))
+        if self.partition.active:
+            self.exchange.reduce_apply_gather(gradient, self.params, self._update_piece)
         else:
-            averaged = self.exchange.reduce_scatter_mean(gradient)
-        self.sgd.apply(self.own_params, averaged)
-        self.exchange.allgather(self.params)
+            if self.row_sparse:
+                averaged = self.exchange.reduce_scatter_sparse_mean(*gradient, runs=True)
+            elif self.topk is not None:
+                averaged = self.exchange.reduce_scatter_sparse_mean(*self.topk.select(gradient))
+            else:
+                averaged = self.exchange.reduce_scatter_mean(gradient)
+            self.sgd.apply(self.own_params, averaged)
+            self.exchange.allgather(self.params)
         self._assign(self.params)
         self.steps_done += 1
 
@@ -190,12 +207,24 @@ class P2PTrainer(Trainer):
         if self.local_sgd is None:
             self._start_local_steps()
         self.local_sgd.apply(self.params, gradient)
-        if self.step_kind == AVERAGE:
+        if self.step_kind == AVERAGE and self.partition.active:
+            # fresh pieces land in self.params while its old values are still being sent
+            if self._outgoing is None:
+                self._outgoing = np.empty_like(self.params)
+            np.copyto(self._outgoing, self.params)
+            self.exchange.reduce_apply_gather(self._outgoing, self.params, self._take_average)
+        elif self.step_kind == AVERAGE:
             averaged = self.exchange.reduce_scatter_mean(self.params)
             np.copyto(self.own_params, averaged)
             self.exchange.allgather(self.params)
         self._assign(self.params)
         self.steps_done += 1
+
+    def _update_piece(self, low: int, high: int, averaged: np.ndarray) -> None:
+        self.sgd.apply_range(self.own_params, averaged, low, high)
+
+    def _take_average(self, low: int, high: int, averaged: np.ndarray) -> None:
+        np.copyto(self.own_params[low:high], averaged)
 
     def _start_local_steps(self) -> None:
         """Each worker's momentum for the whole vector: the owners' shards of the synchronous
@@ -301,6 +330,7 @@ class P2PTrainer(Trainer):
             "densified_gradients": sorted(set(self.densified)),
             "params_identical_across_ranks": True,
             **self._compression_record(facts),
+            **({"tensor_partition": self.exchange.as_record()} if self.partition.active else {}),
         }
 
     def _gradient_encoding(self) -> str:

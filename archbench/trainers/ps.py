@@ -49,6 +49,7 @@ from archbench.ps.lifecycle import (
     take_when_there,
 )
 from archbench.ps.sharding import ShardPlan
+from archbench.tensor_partition import PartitionSpec
 from archbench.trainers.base import Trainer
 
 READY_POLL_S = 0.1
@@ -199,6 +200,7 @@ class PSTrainer(Trainer):
             local_steps=self.schedule.local_steps,
             sparse_rows=self.sparse_rows,
             row_servers=self._row_placement.servers if self._row_placement else None,
+            partition=self.partition if self.partition.active else None,
         )
         self.plan = self.graph.plan
         # The eager copy: the seed's initial values (the same as every other architecture's) and
@@ -539,6 +541,10 @@ class PSTrainer(Trainer):
         }
 
     @cached_property
+    def partition(self) -> PartitionSpec:
+        return PartitionSpec.from_config(self.config)
+
+    @cached_property
     def compression(self) -> CompressionSpec:
         return CompressionSpec.from_config(self.config)
 
@@ -625,4 +631,23 @@ class PSTrainer(Trainer):
                 "steps_per_worker": {str(r["worker"]): r["steps"] for r in self._reports},
                 "setup_s": self._setup_s,
             },
+            **({"tensor_partition": self._partition_record()} if self.partition.active else {}),
+        }
+
+    def _partition_record(self) -> dict:
+        """--partition-mb, --priority on: what the graph cut and ordered (archbench.tensor_partition)."""
+        per_variable = [len(self.plan.shards_of(i)) for i in range(len(self.plan.variables))]
+        return {
+            "partition_bytes": self.partition.max_bytes,
+            "priority": "on" if self.partition.priority else "off",
+            "pieces_per_variable": per_variable,
+            "piece_count": len(self.plan.shards),
+            "partitioned": any(n > 1 for n in per_variable),
+            "pull_order": "chained first layers first (control dependencies)"
+            if self.partition.priority
+            else "all pulls at once",
+            "engine_overlap": "each piece is its own push (as soon as backward produces its "
+            "variable's gradient), accumulator, server update and pull; the next step's forward "
+            "pass is a separate session run that starts after the whole pull",
+            "overlap_measured": None,
         }

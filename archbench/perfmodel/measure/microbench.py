@@ -281,7 +281,7 @@ def shaped_link(hosts: list[str]) -> tuple[str | None, float | None]:
     link = current_link(hosts)
     if not link:
         return None, None
-    from archbench.perfmodel.model.units import parse_bandwidth
+    from archbench.bandwidth import parse_bandwidth
 
     return link, parse_bandwidth(link)
 

@@ -20,6 +20,7 @@ from archbench.perfmodel.model.modelinfo import train_size
 from archbench.perfmodel.optimize.optimizer import (
     OBJECTIVES,
     Candidate,
+    attach_convergence,
     attach_measurements,
     config_key,
     planned_steps,
@@ -59,7 +60,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=OBJECTIVES,
         default="epoch_time",
         help="epoch_time: time to train one epoch, median step x steps per epoch at the "
-        "configuration's global batch (default); run_time: median step x the run's steps",
+        "configuration's global batch (default); run_time: median step x the run's steps; "
+        "time_to_target: time to --target-accuracy, the steps runs of the same model, global "
+        "batch and method took to reach it (measured in the study) x the predicted step",
+    )
+    add(
+        "--target-accuracy",
+        type=float,
+        default=None,
+        help="time_to_target: the test accuracy to reach (default: the spec's target_accuracy)",
     )
     add("--fit", default=None, help="perfmodel_fit.json of `archbench model fit` (free parameters)")
     add(
@@ -131,6 +140,17 @@ def run(args: argparse.Namespace) -> int:
         if not 0 < args.budget_fraction <= 1:
             raise UsageError(f"--budget-fraction must be in (0, 1], got {args.budget_fraction}")
         budget = max(1, math.floor(total * args.budget_fraction))
+    target_accuracy = _target_accuracy(spec, args)
+    if target_accuracy is not None:
+        groups = attach_convergence(candidates, _records(spec), target_accuracy)
+        if not any(cand.steps_to_target for cand in candidates):
+            reached = sum(group.reached for group in groups.values())
+            raise UsageError(
+                f"no configuration of {spec.name} has steps to test accuracy {target_accuracy:g} "
+                f"measured ({reached} of {sum(g.runs for g in groups.values())} runs in "
+                f"{spec.results_dir} reached it): measure the study first, or lower "
+                "--target-accuracy"
+            )
     ranked = predict_candidates(candidates, params, calib, args.objective)
     chosen = ranked[:budget]
     print(
@@ -144,8 +164,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.no_measure:
         _measure(spec, args.cluster, {run_id for c in chosen for run_id in c.run_ids})
-    records = study_records(spec.results_dir) if spec.results_dir.is_dir() else []
-    attach_measurements(candidates, records, args.objective)
+    attach_measurements(candidates, _records(spec), args.objective, target_accuracy)
     measured_chosen = [c for c in chosen if c.measured is not None]
     if not measured_chosen:
         raise UsageError(
@@ -153,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
             "(run without --no-measure, or check the sweep's failures)"
         )
     pick = min(measured_chosen, key=lambda c: c.measured)  # type: ignore[arg-type, return-value]
-    report = _report(spec, candidates, ranked, chosen, pick, budget, args)
+    report = _report(spec, candidates, ranked, chosen, pick, budget, args, target_accuracy)
     out_dir = spec.results_dir / "report"
     write_json_atomic(out_dir / f"{REPORT_NAME}.json", report)
     text = _markdown(report, ranked)
@@ -161,6 +180,29 @@ def run(args: argparse.Namespace) -> int:
     print(text)
     print(f"report: {out_dir / (REPORT_NAME + '.md')}")
     return 0
+
+
+def _records(spec: Any) -> list[dict[str, Any]]:
+    return study_records(spec.results_dir) if spec.results_dir.is_dir() else []
+
+
+def _target_accuracy(spec: Any, args: argparse.Namespace) -> float | None:
+    """The accuracy time_to_target aims at (None for the other objectives)."""
+    if args.objective != "time_to_target":
+        if args.target_accuracy is not None:
+            raise UsageError("--target-accuracy applies only to --objective time_to_target")
+        return None
+    target = args.target_accuracy
+    if target is None:
+        target = spec.fixed.get("target_accuracy")
+    if target is None:
+        raise UsageError(
+            "--objective time_to_target needs --target-accuracy (or target_accuracy among the "
+            "spec's fixed settings)"
+        )
+    if not (isinstance(target, int | float) and 0 < float(target) <= 1):
+        raise UsageError(f"--target-accuracy must be in (0, 1], got {target}")
+    return float(target)
 
 
 def _report(
@@ -171,6 +213,7 @@ def _report(
     pick: Candidate,
     budget: int,
     args: argparse.Namespace,
+    target_accuracy: float | None,
 ) -> dict[str, Any]:
     measured_all = [c for c in candidates if c.measured is not None]
     complete = len(measured_all) == len(candidates)
@@ -178,6 +221,7 @@ def _report(
     summary: dict[str, Any] = {
         "study": spec.name,
         "objective": args.objective,
+        "target_accuracy": target_accuracy,
         "configurations": len(candidates),
         "budget": budget,
         "budget_fraction": budget / len(candidates),
@@ -215,6 +259,7 @@ def _report(
                 "predicted_step_s": c.predicted_step_s,
                 "measured_s": c.measured,
                 "measured_step_s": c.measured_step_s,
+                "steps_to_target": c.steps_to_target,
                 "runs": c.run_ids,
                 "chosen": c.predicted_rank <= budget,
             }
@@ -231,15 +276,22 @@ def _spearman(a: list[float], b: list[float]) -> float | None:
     return float(spearmanr(a, b).statistic)
 
 
+_OBJECTIVE_TEXT = {
+    "epoch_time": "median step x steps per epoch at each configuration's global batch",
+    "run_time": "median step x the run's configured steps",
+    "time_to_target": "predicted: steps to the target measured for the same model, global "
+    "batch and method x the predicted step; measured: the runs' training time to the target",
+}
+
+
 def _markdown(report: dict[str, Any], ranked: list[Candidate]) -> str:
     s = report["summary"]
     unit = "s/epoch" if s["objective"] == "epoch_time" else "s"
     lines = [
         f"# optimize: {s['study']}",
         "",
-        f"- objective: {s['objective']} ("
-        + ("median step x steps per epoch at each configuration's global batch)"
-           if s["objective"] == "epoch_time" else "median step x the run's configured steps)"),
+        f"- objective: {s['objective']} ({_OBJECTIVE_TEXT[s['objective']]}"
+        + (f", target {s['target_accuracy']:g})" if s.get("target_accuracy") else ")"),
         f"- measured {s['measured_of_chosen']} of the {s['budget']} predicted fastest, out of "
         f"{s['configurations']} configurations ({s['budget_fraction']:.0%})",
         f"- pick: **{s['pick']}** (predicted rank {s['pick_predicted_rank']}), measured "
@@ -265,15 +317,20 @@ def _markdown(report: dict[str, Any], ranked: list[Candidate]) -> str:
             f"- ground truth: {s['ground_truth']}; measure the whole study (`archbench sweep`) "
             "to know how far the pick is from the best and to score random search"
         )
+    to_target = s["objective"] == "time_to_target"
+    steps_head, steps_rule = (" steps to target |", " ---: |") if to_target else ("", "")
     lines += [
         "",
-        "| rank | configuration | predicted | measured | chosen |",
-        "| ---: | --- | ---: | ---: | :---: |",
+        f"| rank | configuration |{steps_head} predicted | measured | chosen |",
+        f"| ---: | --- |{steps_rule} ---: | ---: | :---: |",
     ]
     for c in ranked:
         measured = f"{c.measured:.4g}" if c.measured is not None else ""
+        steps = ""
+        if to_target:
+            steps = f" {c.steps_to_target:g} |" if c.steps_to_target else " not measured |"
         lines.append(
-            f"| {c.predicted_rank} | {c.label()} | {c.predicted:.4g} | {measured} | "
+            f"| {c.predicted_rank} | {c.label()} |{steps} {c.predicted:.4g} | {measured} | "
             f"{'x' if c.predicted_rank <= s['budget'] else ''} |"
         )
     return "\n".join(lines) + "\n"

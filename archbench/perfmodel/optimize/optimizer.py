@@ -26,11 +26,19 @@ from archbench.perfmodel.model.modelinfo import (
 )
 from archbench.perfmodel.model.predictor import ModelParams, StepConfig, predict_step
 from archbench.perfmodel.model.units import emulated_burst_bytes
+from archbench.perfmodel.optimize.convergence import (
+    GroupConvergence,
+    convergence_key,
+    measured_convergence,
+    measured_time_to_target,
+)
 
 # epoch_time: seconds to train one epoch of the data set (median step x steps per epoch at
 # this configuration's global batch) - comparable across worker counts and batch sizes;
-# run_time: median step x the steps the run is configured for.
-OBJECTIVES = ("epoch_time", "run_time")
+# run_time: median step x the steps the run is configured for; time_to_target: the steps the
+# configuration's convergence group took to reach a target accuracy x its step (predicted), or
+# its runs' training time to the target (measured), see `convergence`.
+OBJECTIVES = ("epoch_time", "run_time", "time_to_target")
 
 
 @dataclass
@@ -49,6 +57,7 @@ class Candidate:
     measured_step_s: float | None = None
     predicted_rank: int = 0
     measured_runs: int = 0
+    steps_to_target: float | None = None  # time_to_target: measured for its convergence group
     notes: list[str] = field(default_factory=list)
 
     def label(self) -> str:
@@ -118,12 +127,14 @@ def planned_steps(config: dict[str, Any], workers: int) -> int:
     return int(config.get("epochs") or 1) * per_epoch
 
 
-def objective(
-    step_s: float, candidate_steps: int, config: StepConfig, epoch_samples: int, name: str
-) -> float:
+def objective(step_s: float, cand: Candidate, name: str) -> float:
+    """The candidate's objective, seconds, had every step taken `step_s`."""
     if name == "run_time":
-        return step_s * candidate_steps
-    return step_s * epoch_samples / (config.num_workers * config.batch_size)
+        return step_s * cand.steps
+    if name == "time_to_target":  # unknown steps rank last: nothing says how long they take
+        return step_s * cand.steps_to_target if cand.steps_to_target else math.inf
+    config = cand.step_config
+    return step_s * cand.epoch_samples / (config.num_workers * config.batch_size)
 
 
 def predict_candidates(
@@ -132,9 +143,7 @@ def predict_candidates(
     """Fills in predictions and ranks the candidates, best (smallest objective) first."""
     for cand in candidates:
         cand.predicted_step_s = predict_step(cand.step_config, params, calib).step_s
-        cand.predicted = objective(
-            cand.predicted_step_s, cand.steps, cand.step_config, cand.epoch_samples, objective_name
-        )
+        cand.predicted = objective(cand.predicted_step_s, cand, objective_name)
     ranked = sorted(candidates, key=lambda c: (c.predicted, c.key))
     for rank, cand in enumerate(ranked, start=1):
         cand.predicted_rank = rank
@@ -148,10 +157,25 @@ def measured_step_s(record: dict[str, Any]) -> Any:
     return timing.get("step_s_amortized") or timing.get("step_s_median")
 
 
+def attach_convergence(
+    candidates: list[Candidate], records: Sequence[dict[str, Any]], target: float
+) -> dict[str, GroupConvergence]:
+    """Each candidate's steps to `target`, as its convergence group's runs measured them."""
+    groups = measured_convergence(records, target)
+    for cand in candidates:
+        group = groups.get(convergence_key(cand.config, cand.step_config.num_workers))
+        cand.steps_to_target = group.steps_to_target if group else None
+    return groups
+
+
 def attach_measurements(
-    candidates: list[Candidate], records: Sequence[dict[str, Any]], objective_name: str
+    candidates: list[Candidate],
+    records: Sequence[dict[str, Any]],
+    objective_name: str,
+    target: float | None = None,
 ) -> None:
-    """Median measured step over the ok runs of each candidate, as the same objective."""
+    """Median measured step over the ok runs of each candidate, as the same objective (for
+    time_to_target: the median training time its runs took to reach `target`)."""
     by_run = {r.get("run_id"): r for r in records if r.get("status") == "ok"}
     for cand in candidates:
         steps = [
@@ -162,12 +186,10 @@ def attach_measurements(
         cand.measured_runs = len(steps)
         if steps:
             cand.measured_step_s = float(statistics.median(steps))
-            cand.measured = objective(
-                cand.measured_step_s,
-                cand.steps,
-                cand.step_config,
-                cand.epoch_samples,
-                objective_name,
+            cand.measured = objective(cand.measured_step_s, cand, objective_name)
+        if objective_name == "time_to_target" and target is not None:
+            cand.measured = measured_time_to_target(
+                [by_run[run_id] for run_id in cand.run_ids if run_id in by_run], target
             )
 
 

@@ -1,0 +1,283 @@
+"""Speed against accuracy: what each communication reduction (gradient compression, local SGD's
+`--sync-every H`, tensor partitioning and priority) buys in bytes and time, and what it costs in
+accuracy, per configuration beside the uncompressed, synchronous, uncut one of the same
+architecture."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from archbench.analysis import plotting
+from archbench.analysis.fmt import as_percent, as_times, in_ms, num, pct
+from archbench.analysis.load import Study
+from archbench.analysis.section import Column, FigureFile, Section, Table
+from archbench.analysis.stats import mean_ci_halfwidth, ratio_of_means
+
+# "costs at most one point of accuracy" (with room for the rounding of a difference of means)
+ONE_POINT = 0.01 + 1e-9
+KEY, TITLE = "speed_accuracy", "Speed against accuracy: communication reductions"
+
+HOW_TO_READ = (
+    "One row per configuration: its communication reduction (compression method, H of "
+    "--sync-every, partition size and priority), the bytes each worker sends per step, the time "
+    "per epoch, the step time, the time to the target accuracy and the final test accuracy, "
+    "means over repetitions with the half-width of their 95% confidence interval (Student t; "
+    "n/a with one repetition). With H > 1 the step column is the amortized step "
+    "(timing.step_s_amortized: each kind of step's median weighed by how often it ran), not the "
+    "median step, which would be a local step's. 'vs reference' compares with the same "
+    "architecture's uncompressed, synchronous, uncut configuration of the same workload (bytes: "
+    "how many times fewer; epoch: speed-up, >1 faster, with a bootstrap 95% interval; accuracy: "
+    "the difference in points). Exposed communication is the step minus compute; for p2p in "
+    "pieces (--partition-mb, --priority on) the record's measured overlap: how long fresh "
+    "pieces went back while gradient pieces were still arriving, and how much earlier the first "
+    "layer's parameters were complete than the whole exchange (what a per-layer forward pass "
+    "could start on; archbench's does not). In the figure, up and to the left is better."
+)
+COLUMNS = [
+    Column("workload", "workload"),
+    Column("arch", "arch"),
+    Column("config", "configuration"),
+    Column("reduction", "reduction"),
+    Column("n", "reps"),
+    Column("bytes_per_step", "bytes sent per step", num),
+    Column("bytes_fewer", "bytes vs reference", as_times),
+    Column("epoch_s", "time per epoch (s)"),
+    Column("epoch_s_ci", "± 95% CI"),
+    Column("speedup", "epoch vs reference", as_times),
+    Column("speedup_ci", "95% CI"),
+    Column("step_s", "step (s; amortized when H > 1)"),
+    Column("exposed_comm_s", "exposed comm. (ms)", in_ms),
+    Column("pipelined_s", "p2p pieces pipelined (ms)", in_ms),
+    Column("first_layer_lead_s", "p2p first layer ahead (ms)", in_ms),
+    Column("reached", "reps reaching target"),
+    Column("time_to_target_s", "time to target (s)"),
+    Column("time_to_target_ci", "± 95% CI"),
+    Column("final_accuracy", "final accuracy", as_percent),
+    Column("final_accuracy_ci", "± 95% CI (points)", lambda v: num(100 * v, 2)),
+    Column("accuracy_delta", "accuracy vs reference (points)", lambda v: num(100 * v, 2)),
+]
+
+
+def _levels(runs: pd.DataFrame) -> dict[str, object]:
+    """A configuration's reduction settings (older records: the neutral values)."""
+
+    def first(column: str, neutral: object) -> object:
+        values = runs[column].dropna() if column in runs else pd.Series(dtype=object)
+        return values.iloc[0] if len(values) else neutral
+
+    return {
+        "compression": first("compression", "none"),
+        "sync_every": int(first("sync_every", 1)),
+        "partition_mb": first("partition_mb", math.nan),
+        "priority": first("priority", "off"),
+    }
+
+
+def is_reference(levels: dict[str, object]) -> bool:
+    """No reduction: uncompressed, synchronous every step, uncut, no priority."""
+    partition = levels["partition_mb"]
+    return (
+        levels["compression"] == "none"
+        and levels["sync_every"] == 1
+        and (partition is None or (isinstance(partition, float) and math.isnan(partition)))
+        and levels["priority"] == "off"
+    )
+
+
+def describe(levels: dict[str, object]) -> str:
+    """The reduction in words: 'none' for the reference."""
+    parts = []
+    if levels["compression"] != "none":
+        parts.append(str(levels["compression"]))
+    if levels["sync_every"] != 1:
+        parts.append(f"H={levels['sync_every']}")
+    partition = levels["partition_mb"]
+    if isinstance(partition, int | float) and not math.isnan(partition):
+        parts.append(f"pieces ≤ {partition:g} MB")
+    if levels["priority"] == "on":
+        parts.append("priority")
+    return ", ".join(parts) or "none"
+
+
+def _mean_ci(values: pd.Series) -> tuple[float, float]:
+    values = values.dropna()
+    if values.empty:
+        return math.nan, math.nan
+    return float(values.mean()), mean_ci_halfwidth(float(values.std()), float(len(values)))
+
+
+def _step_seconds(runs: pd.DataFrame) -> pd.Series:
+    """The amortized step where recorded (it is the median step when H = 1), else the median."""
+    amortized = runs["step_s_amortized"] if "step_s_amortized" in runs else None
+    return runs["step_s"] if amortized is None else amortized.fillna(runs["step_s"])
+
+
+def tradeoff_table(study: Study) -> pd.DataFrame:
+    """Per workload × arch × configuration: bytes, times and accuracy with their intervals, and
+    the comparison with the architecture's reference configuration where the study has one."""
+    ok = study.ok
+    rows = []
+    for (workload, arch, config), runs in ok.groupby(["workload", "arch", "config"], sort=True):
+        levels = _levels(runs)
+        epoch, epoch_ci = _mean_ci(runs["epoch_s"])
+        target, target_ci = _mean_ci(runs["time_to_target_s"])
+        accuracy, accuracy_ci = _mean_ci(runs["test_accuracy"])
+        rows.append(
+            {
+                "workload": workload,
+                "arch": arch,
+                "config": config,
+                "reduction": describe(levels),
+                "reference": is_reference(levels),
+                "n": len(runs),
+                "bytes_per_step": runs["bytes_per_step"].mean(),
+                "epoch_s": epoch,
+                "epoch_s_ci": epoch_ci,
+                "step_s": _step_seconds(runs).mean(),
+                "exposed_comm_s": runs["exposed_comm_s"].mean(),
+                "pipelined_s": runs["pipelined_s"].mean(),
+                "first_layer_lead_s": runs["first_layer_lead_s"].mean(),
+                "reached": int(runs["time_to_target_s"].notna().sum()),
+                "time_to_target_s": target,
+                "time_to_target_ci": target_ci,
+                "final_accuracy": accuracy,
+                "final_accuracy_ci": accuracy_ci,
+                "_epochs": runs["epoch_s"].tolist(),
+            }
+        )
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    for column in ("bytes_fewer", "speedup", "speedup_ci", "accuracy_delta"):
+        table[column] = math.nan if column != "speedup_ci" else "n/a"
+    for (_, _), group in table.groupby(["workload", "arch"], sort=False):
+        references = group[group["reference"]]
+        if references.empty:
+            continue
+        reference = references.iloc[0]
+        for index, row in group.iterrows():
+            if row["bytes_per_step"] > 0:
+                table.at[index, "bytes_fewer"] = reference["bytes_per_step"] / row["bytes_per_step"]
+            ratio = ratio_of_means(reference["_epochs"], row["_epochs"])
+            table.at[index, "speedup"] = ratio["ratio"]
+            if not math.isnan(ratio["ci_low"]):
+                table.at[index, "speedup_ci"] = f"{num(ratio['ci_low'])}–{num(ratio['ci_high'])}"
+            table.at[index, "accuracy_delta"] = row["final_accuracy"] - reference["final_accuracy"]
+    order = sorted(
+        range(len(table)),
+        key=lambda i: (
+            table.at[i, "workload"],
+            plotting.arch_sort_key(table.at[i, "arch"]),
+            not table.at[i, "reference"],
+            table.at[i, "config"],
+        ),
+    )
+    return table.iloc[order].drop(columns=["_epochs"]).reset_index(drop=True)
+
+
+def plot_tradeoff(table: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
+    data = table.dropna(subset=["epoch_s", "final_accuracy"])
+    if data.empty:
+        return None
+    workloads = sorted(data["workload"].unique())
+    fig, axes = plotting.new_figure(len(workloads), ncols=min(len(workloads), 2))
+    for ax, workload in zip(axes, workloads, strict=True):
+        rows = data[data["workload"] == workload]
+        for index, (arch, group) in enumerate(rows.groupby("arch", sort=False)):
+            ax.errorbar(
+                group["epoch_s"],
+                100 * group["final_accuracy"],
+                xerr=group["epoch_s_ci"].fillna(0),
+                yerr=100 * group["final_accuracy_ci"].fillna(0),
+                color=plotting.arch_color(arch, index),
+                marker=plotting.arch_marker(arch),
+                linestyle="none",
+                capsize=2,
+                label=str(arch),
+            )
+            for _, row in group.iterrows():
+                ax.annotate(
+                    row["reduction"],
+                    (row["epoch_s"], 100 * row["final_accuracy"]),
+                    textcoords="offset points",
+                    xytext=(4, 3),
+                    fontsize=7,
+                )
+        ax.set_xlabel("time per epoch (s)")
+        ax.set_ylabel("final test accuracy (%)")
+        if len(workloads) > 1:
+            plotting.panel_title(ax, str(workload))
+    return plotting.finish_figure(
+        fig,
+        axes,
+        tradeoff_headline(table) or "Time per epoch against final accuracy",
+        fig_dir,
+        "speed_accuracy",
+        "Time per epoch against final test accuracy per communication reduction "
+        "(bars: 95% confidence intervals over repetitions)",
+    )
+
+
+def tradeoff_headline(table: pd.DataFrame) -> str | None:
+    """The fastest reduction that costs at most one point of accuracy, per architecture."""
+    compared = table[~table["reference"] & table["speedup"].notna()]
+    if compared.empty:
+        return None
+    kept = compared[compared["accuracy_delta"] >= -ONE_POINT]
+    if kept.empty:
+        return "Every communication reduction lost more than one point of accuracy"
+    best = kept.loc[kept["speedup"].idxmax()]
+    return (
+        f"{best['arch']} {best['reduction']}: {as_times(best['speedup'])} faster per epoch "
+        f"than uncompressed, accuracy {num(100 * best['accuracy_delta'], 2)} points"
+    )
+
+
+def tradeoff_findings(table: pd.DataFrame) -> list[str]:
+    sentences = []
+    headline = tradeoff_headline(table)
+    if headline and headline.startswith("Every"):
+        sentences.append(headline + ".")
+    elif headline:
+        sentences.append(headline + " (the fastest that costs at most one point).")
+    compared = table[~table["reference"] & table["speedup"].notna()]
+    slower = compared[compared["speedup"] < 1]
+    if len(slower):
+        names = ", ".join(f"{r['arch']} {r['reduction']}" for _, r in slower.iterrows())
+        sentences.append(f"Slower per epoch than no reduction: {names}.")
+    return sentences
+
+
+def build(study: Study, fig_dir: Path) -> Section:
+    section = Section(KEY, TITLE, how_to_read=HOW_TO_READ)
+    ok = study.ok
+    if ok.empty:
+        return section.skip(TITLE, "no successful run")
+    table = tradeoff_table(study)
+    if table.empty or table["reference"].all():
+        return section.skip(
+            TITLE, "no run used a communication reduction (compression, --sync-every, partitioning)"
+        )
+    section.tables.append(Table("speed_accuracy", TITLE, table, COLUMNS))
+    section.findings += tradeoff_findings(table)
+    if not table["reference"].any():
+        section.notes.append(
+            "No configuration without a reduction was run, so nothing is compared with one."
+        )
+    missing = table[table["time_to_target_s"].isna()]
+    if len(missing) and len(missing) < len(table):
+        section.notes.append(
+            f"{len(missing)} configuration(s) never reached the target accuracy (time to target "
+            f"n/a); reached in {pct(1 - len(missing) / len(table))} of configurations."
+        )
+    figure = plot_tradeoff(table, fig_dir)
+    if figure is None:
+        section.skip(
+            "Speed against accuracy figure", "no run recorded a time per epoch and a test accuracy"
+        )
+    else:
+        section.figures.append(figure)
+    return section
