@@ -34,7 +34,10 @@ PLACEMENTS = ("dedicated", "co-located")
 AT_STEP_P90, AT_STEP_P10 = "samples_per_s_at_step_p90", "samples_per_s_at_step_p10"
 
 # Columns read as text (the others as numbers, NaN where absent or not a number).
-TEXT_COLUMNS = frozenset({"arch", "model", "dataset", "compression", "priority"})
+TEXT_COLUMNS = frozenset(
+    {"arch", "model", "dataset", "compression", "priority", "sparse_exchange", "data_partition",
+     "param_partition"}
+)  # fmt: skip
 # Short column name -> dotted record field, read for every record (NaN where absent).
 FIELD_COLUMNS: dict[str, str] = {
     "arch": "config.arch",
@@ -65,6 +68,11 @@ FIELD_COLUMNS: dict[str, str] = {
     "sync_every": "config.sync_every",
     "partition_mb": "config.partition_mb",
     "priority": "config.priority",
+    "sparse_exchange": "config.sparse_exchange",
+    "data_partition": "config.data_partition",
+    "param_partition": "config.param_partition",
+    "data_partition_s": "comm.partition.data_partition_s",
+    "param_partition_s": "comm.partition.param_partition_s",
     "pipelined_s": "comm.tensor_partition.pipelined_median_s",
     "first_layer_lead_s": "comm.tensor_partition.first_layer_lead_median_s",
     "params": "model_stats.params",

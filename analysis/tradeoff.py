@@ -1,6 +1,7 @@
 """Speed against accuracy: what each communication reduction (gradient compression, local SGD's
-`--sync-every H`, tensor partitioning and priority) buys in bytes and time, and what it costs in
-accuracy, per configuration beside the uncompressed, synchronous, uncut one of the same
+`--sync-every H`, tensor partitioning and priority, sparse rows and the partitioning of data
+among workers and of rows among servers) buys in bytes and time, and what it costs in accuracy,
+per configuration beside the uncompressed, synchronous, uncut, dense one of the same
 architecture."""
 
 from __future__ import annotations
@@ -22,19 +23,23 @@ KEY, TITLE = "speed_accuracy", "Speed against accuracy: communication reductions
 
 HOW_TO_READ = (
     "One row per configuration: its communication reduction (compression method, H of "
-    "--sync-every, partition size and priority), the bytes each worker sends per step, the time "
+    "--sync-every, partition size and priority, sparse rows, the data partition among workers "
+    "and the placement of rows on the servers), the bytes each worker sends per step, the time "
     "per epoch, the step time, the time to the target accuracy and the final test accuracy, "
     "means over repetitions with the half-width of their 95% confidence interval (Student t; "
     "n/a with one repetition). With H > 1 the step column is the amortized step "
     "(timing.step_s_amortized: each kind of step's median weighed by how often it ran), not the "
     "median step, which would be a local step's. 'vs reference' compares with the same "
-    "architecture's uncompressed, synchronous, uncut configuration of the same workload (bytes: "
+    "architecture's uncompressed, synchronous, uncut, dense configuration of the same workload, "
+    "on the global shuffle (bytes: "
     "how many times fewer; epoch: speed-up, >1 faster, with a bootstrap 95% interval; accuracy: "
     "the difference in points). Exposed communication is the step minus compute; for p2p in "
     "pieces (--partition-mb, --priority on) the record's measured overlap: how long fresh "
     "pieces went back while gradient pieces were still arriving, and how much earlier the first "
     "layer's parameters were complete than the whole exchange (what a per-layer forward pass "
-    "could start on; archbench's does not). In the figure, up and to the left is better."
+    "could start on; archbench's does not). Partitioning (s) is the time the data and row "
+    "partitioning took before training, beside the time per epoch it saves. In the figure, up "
+    "and to the left is better."
 )
 COLUMNS = [
     Column("workload", "workload"),
@@ -52,6 +57,7 @@ COLUMNS = [
     Column("exposed_comm_s", "exposed comm. (ms)", in_ms),
     Column("pipelined_s", "p2p pieces pipelined (ms)", in_ms),
     Column("first_layer_lead_s", "p2p first layer ahead (ms)", in_ms),
+    Column("partition_s", "partitioning (s)"),
     Column("reached", "reps reaching target"),
     Column("time_to_target_s", "time to target (s)"),
     Column("time_to_target_ci", "± 95% CI"),
@@ -73,6 +79,9 @@ def _levels(runs: pd.DataFrame) -> dict[str, object]:
         "sync_every": int(first("sync_every", 1)),
         "partition_mb": first("partition_mb", math.nan),
         "priority": first("priority", "off"),
+        "sparse_exchange": first("sparse_exchange", "dense"),
+        "data_partition": first("data_partition", "random"),
+        "param_partition": first("param_partition", "range"),
     }
 
 
@@ -84,6 +93,9 @@ def is_reference(levels: dict[str, object]) -> bool:
         and levels["sync_every"] == 1
         and (partition is None or (isinstance(partition, float) and math.isnan(partition)))
         and levels["priority"] == "off"
+        and levels["sparse_exchange"] == "dense"
+        and levels["data_partition"] == "random"
+        and levels["param_partition"] == "range"
     )
 
 
@@ -99,6 +111,12 @@ def describe(levels: dict[str, object]) -> str:
         parts.append(f"pieces ≤ {partition:g} MB")
     if levels["priority"] == "on":
         parts.append("priority")
+    if levels["sparse_exchange"] == "sparse":
+        parts.append("sparse rows")
+    if levels["data_partition"] != "random":
+        parts.append(f"data {levels['data_partition']}")
+    if levels["param_partition"] != "range":
+        parts.append(f"rows {levels['param_partition']}")
     return ", ".join(parts) or "none"
 
 
@@ -113,6 +131,16 @@ def _step_seconds(runs: pd.DataFrame) -> pd.Series:
     """The amortized step where recorded (it is the median step when H = 1), else the median."""
     amortized = runs["step_s_amortized"] if "step_s_amortized" in runs else None
     return runs["step_s"] if amortized is None else amortized.fillna(runs["step_s"])
+
+
+def _partition_seconds(runs: pd.DataFrame) -> float:
+    """Mean time the data and row partitioning took (nan where neither was timed)."""
+    parts = [runs[c] for c in ("data_partition_s", "param_partition_s") if c in runs]
+    if not parts:
+        return math.nan
+    total = pd.concat(parts, axis=1)
+    timed = total.notna().any(axis=1)
+    return float(total[timed].fillna(0).sum(axis=1).mean()) if timed.any() else math.nan
 
 
 def tradeoff_table(study: Study) -> pd.DataFrame:
@@ -140,6 +168,7 @@ def tradeoff_table(study: Study) -> pd.DataFrame:
                 "exposed_comm_s": runs["exposed_comm_s"].mean(),
                 "pipelined_s": runs["pipelined_s"].mean(),
                 "first_layer_lead_s": runs["first_layer_lead_s"].mean(),
+                "partition_s": _partition_seconds(runs),
                 "reached": int(runs["time_to_target_s"].notna().sum()),
                 "time_to_target_s": target,
                 "time_to_target_ci": target_ci,
@@ -259,7 +288,9 @@ def build(study: Study, fig_dir: Path) -> Section:
     table = tradeoff_table(study)
     if table.empty or table["reference"].all():
         return section.skip(
-            TITLE, "no run used a communication reduction (compression, --sync-every, partitioning)"
+            TITLE,
+            "no run used a communication reduction (compression, --sync-every, partitioning, "
+            "sparse rows)",
         )
     section.tables.append(Table("speed_accuracy", TITLE, table, COLUMNS))
     section.findings += tradeoff_findings(table)

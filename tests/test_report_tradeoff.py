@@ -112,3 +112,25 @@ def test_a_study_without_reductions_skips_the_section(tmp_path):
     section = tradeoff.build(study, tmp_path / "figures")
     assert not section.tables and section.skipped
     assert "no run used a communication reduction" in section.skipped[0]
+
+
+def test_sparse_rows_and_partitionings_are_reductions_with_their_partitioning_time(tmp_path):
+    records = [_record("dense", rep) for rep in (0, 1)]
+    for rep, (data_s, rows_s) in enumerate(((0.4, 0.01), (0.6, 0.03))):
+        record = _record("topk", rep)  # its bytes, times and accuracy; the settings replaced
+        record["run_id"] = f"sparse-r{rep}"
+        sparse = {"sparse_exchange": "sparse", "data_partition": "graph",
+                  "param_partition": "by-use"}  # fmt: skip
+        record["factors"] = {"arch": "p2p", **sparse}
+        record["config"].update(compression="none", **sparse)
+        record["comm"]["partition"] = {"data_partition_s": data_s, "param_partition_s": rows_s}
+        records.append(record)
+    study = load_study(write_jsonl(tmp_path / "sparse" / "results.jsonl", records))
+    table = tradeoff.tradeoff_table(study)
+    assert sorted(table["reduction"]) == ["none", "sparse rows, data graph, rows by-use"]
+    row = _row(table, "sparse rows, data graph, rows by-use")
+    assert not row["reference"]
+    assert row["bytes_fewer"] == pytest.approx(50.0)
+    assert row["speedup"] == pytest.approx(11.0 / 5.5)
+    assert row["partition_s"] == pytest.approx((0.41 + 0.63) / 2)
+    assert math.isnan(_row(table, "none")["partition_s"])
