@@ -31,7 +31,7 @@ HOW_TO_READ = (
     "(timing.step_s_amortized: each kind of step's median weighed by how often it ran), not the "
     "median step, which would be a local step's. 'vs reference' compares with the same "
     "architecture's uncompressed, synchronous, uncut, dense configuration of the same workload, "
-    "on the global shuffle (bytes: "
+    "on the global shuffle, with the same other settings (bytes: "
     "how many times fewer; epoch: speed-up, >1 faster, with a bootstrap 95% interval; accuracy: "
     "the difference in points). Exposed communication is the step minus compute; for p2p in "
     "pieces (--partition-mb, --priority on) the record's measured overlap: how long fresh "
@@ -65,6 +65,21 @@ COLUMNS = [
     Column("final_accuracy_ci", "± 95% CI (points)", lambda v: num(100 * v, 2)),
     Column("accuracy_delta", "accuracy vs reference (points)", lambda v: num(100 * v, 2)),
 ]
+
+
+# the settings a reduction is made of; a configuration's other settings (its context: workers,
+# bandwidth, vocabulary, ...) must match its reference's
+REDUCTION_SETTINGS = (
+    "compression", "sync_every", "partition_mb", "priority", "sparse_exchange",
+    "data_partition", "param_partition",
+)  # fmt: skip
+
+
+def context(config: str) -> str:
+    """A configuration's label without its reduction settings: what its reference shares."""
+    return " ".join(
+        part for part in str(config).split() if part.split("=", 1)[0] not in REDUCTION_SETTINGS
+    )
 
 
 def _levels(runs: pd.DataFrame) -> dict[str, object]:
@@ -182,7 +197,8 @@ def tradeoff_table(study: Study) -> pd.DataFrame:
         return table
     for column in ("bytes_fewer", "speedup", "speedup_ci", "accuracy_delta"):
         table[column] = math.nan if column != "speedup_ci" else "n/a"
-    for (_, _), group in table.groupby(["workload", "arch"], sort=False):
+    table["_context"] = table["config"].map(context)
+    for (_, _, _), group in table.groupby(["workload", "arch", "_context"], sort=False):
         references = group[group["reference"]]
         if references.empty:
             continue
@@ -204,7 +220,7 @@ def tradeoff_table(study: Study) -> pd.DataFrame:
             table.at[i, "config"],
         ),
     )
-    return table.iloc[order].drop(columns=["_epochs"]).reset_index(drop=True)
+    return table.iloc[order].drop(columns=["_epochs", "_context"]).reset_index(drop=True)
 
 
 def plot_tradeoff(table: pd.DataFrame, fig_dir: Path) -> FigureFile | None:

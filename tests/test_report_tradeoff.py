@@ -134,3 +134,24 @@ def test_sparse_rows_and_partitionings_are_reductions_with_their_partitioning_ti
     assert row["speedup"] == pytest.approx(11.0 / 5.5)
     assert row["partition_s"] == pytest.approx((0.41 + 0.63) / 2)
     assert math.isnan(_row(table, "none")["partition_s"])
+
+
+def test_a_reduction_is_compared_with_the_reference_of_its_own_other_settings(tmp_path):
+    # two vocabularies: each sparse run against the dense run of its own vocabulary
+    records = []
+    for vocab, dense_bytes, sparse_bytes in ((2000, 800_000, 400_000), (20000, 5_400_000, 450_000)):
+        for exchange, sent in (("dense", dense_bytes), ("sparse", sparse_bytes)):
+            record = _record("dense", 0)
+            record["run_id"] = f"{exchange}-{vocab}"
+            record["factors"] = {"arch": "p2p", "sparse_exchange": exchange, "vocab_size": vocab}
+            record["config"].update(sparse_exchange=exchange, vocab_size=vocab)
+            record["comm"]["bytes_sent_per_step"] = sent
+            records.append(record)
+    table = tradeoff.tradeoff_table(
+        load_study(write_jsonl(tmp_path / "v" / "results.jsonl", records))
+    )
+    sparse = table[table["reduction"] == "sparse rows"].set_index("config")["bytes_fewer"]
+    assert sparse.to_dict() == {
+        "arch=p2p sparse_exchange=sparse vocab_size=2000": pytest.approx(2.0),
+        "arch=p2p sparse_exchange=sparse vocab_size=20000": pytest.approx(12.0),
+    }
