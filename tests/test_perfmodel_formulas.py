@@ -275,3 +275,44 @@ def test_compressed_exchanges_are_priced_by_the_bytes_they_send() -> None:
     # 4.8e-4) and pulls 1e6 B (2e6 B out of the server: 1.6e-2), plus 2 * 1e-5
     ps = default_placement("ps", 2, 1, "dedicated", None)
     assert comm("ps", ps, compression="topk") == pytest.approx(4.8e-4 + 1.6e-2 + 2e-5)
+
+
+def test_sparse_rows_priced_by_hand() -> None:
+    """An embedding of 10,000 rows x 64 (2,560,000 B) beside 440,000 B of dense variables;
+    a worker's batch touches 500 unique rows and looks up 2,000 (duplicates included)."""
+    calib = _calib()
+    table, dense = (10_000, 64), 440_000.0
+    total = dense + 10_000 * 64 * 4
+
+    def config(arch: str, exchange: str) -> StepConfig:
+        servers = 1 if arch == "ps" else 0
+        return StepConfig(
+            arch, "toy", 32, total, default_placement(arch, 2, servers, "dedicated", None),
+            bandwidth_bits=1e9, sparse_exchange=exchange, touched_rows=500.0,
+            embedding_shape=table, rows_looked_up=2000.0,
+        )  # fmt: skip
+
+    # ps: each worker pushes the 500 rows with int64 indices and the dense rest (440,000 +
+    # 500 * 264 = 572,000 B) and pulls the rows without indices (440,000 + 500 * 256 = 568,000);
+    # the server's link carries both workers' pushes, then their pulls, at 8e-9 s/B
+    ps = predict_step(config("ps", "sparse"), ModelParams(), calib)
+    assert ps.comm_s == pytest.approx(2 * (572_000 + 568_000) * 8e-9 + 2e-5)
+    dense_ps = predict_step(config("ps", "dense"), ModelParams(), calib)
+    assert dense_ps.comm_s == pytest.approx(2 * 2 * total * 8e-9 + 2e-5)
+    # ring: the allgather of 2,000 looked-up rows with int64 indices per worker (528,000 B),
+    # priced as the allreduce moving as much, W * 528,000 / 2, plus the dense rest allreduced:
+    # 2(W-1)/W * (440,000 + 528,000) B on the link, 2(W-1) messages
+    ring = predict_step(config("ring", "sparse"), ModelParams(), calib)
+    assert ring.comm_s == pytest.approx((440_000 + 528_000) * 8e-9 + 2 * ALPHA)
+    # p2p: the gradient phase sends the other owner half of the rows (int32 indices) and of the
+    # dense rest; the parameter phase stays dense (momentum moves every row)
+    p2p_sparse = predict_step(config("p2p", "sparse"), ModelParams(), calib)
+    p2p_dense = predict_step(config("p2p", "dense"), ModelParams(), calib)
+    gradient_phase_saved = (total - (440_000 + 500 * 260)) / 2 * 8e-9
+    assert p2p_dense.comm_s - p2p_sparse.comm_s == pytest.approx(gradient_phase_saved)
+    # without a row count, or with the exchange dense, the embedding is priced dense
+    unpriced = StepConfig(
+        "ps", "toy", 32, total, default_placement("ps", 2, 1, "dedicated", None),
+        bandwidth_bits=1e9, sparse_exchange="sparse", embedding_shape=table,
+    )  # fmt: skip
+    assert predict_step(unpriced, ModelParams(), calib).comm_s == pytest.approx(dense_ps.comm_s)

@@ -190,3 +190,73 @@ def test_whatif_compute_per_model_and_its_bad_input(tmp_path: Path, monkeypatch,
                    "--compute-ms", "5", "--workers", "2", "--bandwidths", "1gbit"])  # fmt: skip
     assert status == 2
     assert "--dataset synthetic" in capsys.readouterr().err
+
+
+WORD_MODEL = ["--model", "wordlm", "--dataset", "words", "--vocab-size", "5000", "--seq-len",
+              "16", "--batch-size", "8", "--bandwidth", "1gbit", "--compute-ms", "5"]  # fmt: skip
+
+
+def test_predict_prices_the_word_models_sparse_rows(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+
+    def predicted(*extra: str) -> dict:
+        argv = ["predict", "--arch", "ps", "--workers", "2", *WORD_MODEL, "--json", *extra]
+        assert main(argv) == 0
+        return json.loads(capsys.readouterr().out)
+
+    dense = predicted()
+    # the embedding's 5,000 rows x 64 are most of the gradient, and the vocabulary sets them
+    assert dense["config"]["param_bytes"] > 5000 * 64 * 4
+    sparse = predicted("--sparse-exchange", "sparse", "--touched-rows", "100")
+    assert sparse["config"]["param_bytes"] == dense["config"]["param_bytes"]
+    # the server's link (1 Gbit/s: 8e-9 s/B) carries both workers' pushes, then their pulls:
+    # dense 2 x the gradient each way; sparse the dense rest and 100 rows (int64 indices pushed)
+    total = dense["config"]["param_bytes"]
+    rest = total - 5000 * 64 * 4
+    push, pull = rest + 100 * (256 + 8), rest + 100 * 256
+    saved = dense["prediction"]["comm_s"] - sparse["prediction"]["comm_s"]
+    assert saved == pytest.approx((2 * 2 * total - 2 * (push + pull)) * 8e-9)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--sparse-exchange", "sparse"], "needs --touched-rows"),
+        (["--touched-rows", "100"], "applies only with --sparse-exchange sparse"),
+        (["--sparse-exchange", "sparse", "--touched-rows", "0"], "--touched-rows"),
+        (["--sparse-exchange", "sparse", "--touched-rows", "10", "--param-bytes", "1e6"],
+         "drop --param-bytes"),
+    ],
+)  # fmt: skip
+def test_predict_sparse_rows_bad_input(tmp_path: Path, monkeypatch, capsys, extra, message):
+    monkeypatch.chdir(tmp_path)
+    argv = ["predict", "--arch", "ps", "--workers", "2", *WORD_MODEL, *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not list(tmp_path.iterdir())
+
+
+def test_whatif_draws_sparse_rows_beside_the_dense_ring(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = ["model", "whatif", "--models", "wordlm", "--dataset", "words", "--vocab-size", "5000",
+            "--seq-len", "16", "--batch-size", "8", "--compute-ms", "5", "--workers", "2,8",
+            "--bandwidths", "1gbit"]  # fmt: skip
+
+    def efficiency_at_8(out: str, label: str) -> float:
+        # "<label> efficiency  42% at W=2,  17% at W=8; ..."
+        line = next(line for line in out.splitlines() if line.strip().startswith(label))
+        return float(line.split(", ")[1].split("%")[0])
+
+    assert main([*argv, "--out", str(tmp_path / "dense")]) == 0
+    dense = capsys.readouterr().out
+    assert "ring (dense)" not in dense
+    sparse_argv = [*argv, "--sparse-exchange", "sparse", "--touched-rows", "100"]
+    assert main([*sparse_argv, "--out", str(tmp_path / "sparse")]) == 0
+    sparse = capsys.readouterr().out
+    # the dense ring drawn beside the sparse lines is the dense run's ring
+    assert efficiency_at_8(sparse, "ring (dense)") == efficiency_at_8(dense, "ring ")
+    # one server moving 100 rows a worker scales better than one moving the whole table
+    assert efficiency_at_8(sparse, "ps (1 PS)") > efficiency_at_8(dense, "ps (1 PS)")
+    assert main([*argv, "--sparse-exchange", "sparse"]) == 2
+    assert "go together" in capsys.readouterr().err

@@ -107,8 +107,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     whatif.add_argument("--workers", default="2,4,8,16,32,64,128,256,512")
     whatif.add_argument("--bandwidths", default="1gbit,10gbit,100gbit")
     # the model's input as `archbench train` reads it (default: the study's runs')
-    for name in ("dataset", "synthetic_shape", "synthetic_classes"):
+    for name in ("dataset", "synthetic_shape", "synthetic_classes", "seq_len", "vocab_size"):
         add_flag(whatif, SETTINGS[name], default=None)
+    add_flag(whatif, SETTINGS["sparse_exchange"], default=None)
+    whatif.add_argument(
+        "--touched-rows",
+        type=float,
+        default=None,
+        help="--sparse-exchange sparse: the unique embedding rows one worker's batch touches "
+        "per step (a sparse run's comm.sparse_exchange.rows_per_step); a `ring (dense)` line "
+        "is drawn beside the sparse ones",
+    )
     compute = whatif.add_mutually_exclusive_group()
     compute.add_argument(
         "--compute-ms",
@@ -308,6 +317,13 @@ def run_whatif(args: argparse.Namespace) -> int:
     if not models:
         raise UsageError("name --models or a study whose runs say which models to draw")
     inputs = None
+    sparse = args.sparse_exchange == "sparse"
+    if sparse != (args.touched_rows is not None):
+        raise UsageError("--sparse-exchange sparse and --touched-rows go together")
+    if args.touched_rows is not None and not 0 < args.touched_rows < float("inf"):
+        raise UsageError(f"--touched-rows must be > 0, got {args.touched_rows}")
+    if sparse and args.dataset is None:
+        raise UsageError("--sparse-exchange sparse needs --dataset (the word model's: words)")
     if args.dataset is not None:
         from archbench.models import check_model_name
 
@@ -317,6 +333,9 @@ def run_whatif(args: argparse.Namespace) -> int:
             "dataset": args.dataset,
             "synthetic_shape": args.synthetic_shape,
             "synthetic_classes": args.synthetic_classes,
+            "seq_len": args.seq_len,
+            "vocab_size": args.vocab_size,
+            "touched_rows": args.touched_rows,
         }
         problem = combination_problem(inputs)
         if problem:

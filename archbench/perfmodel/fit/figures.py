@@ -91,7 +91,9 @@ def whatif_grid(
             for label, points in curves[(model, bandwidth)].items():
                 family = label.split(" ")[0]
                 color, marker = ARCH_STYLE.get(family, ("black", "x"))
-                style = "--" if "1 PS" in label else "-"
+                # the reference lines dashed: one PS beside the best K; the dense ring beside
+                # the sparse one
+                style = "--" if "1 PS" in label or "dense" in label else "-"
                 xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, style, color=color, marker=marker, markersize=3, label=label)
             ax.set_xscale("log", base=2)

@@ -13,7 +13,13 @@ from archbench.archs import arch as architecture
 from archbench.errors import UsageError
 from archbench.perfmodel.measure.calibration import is_finite_positive
 from archbench.perfmodel.model import formulas as F
-from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, shapes_only
+from archbench.perfmodel.model.modelinfo import (
+    embedding_shape,
+    input_spec,
+    ps_plan,
+    shapes_only,
+    vocab_of,
+)
 from archbench.perfmodel.model.predictor import StepConfig
 from archbench.perfmodel.model.units import emulated_burst_bytes
 from archbench.record import RunRecord, latest_per_run, read_lines, study_files
@@ -100,7 +106,7 @@ def _shard_plan(view: RunRecord, num_ps: int) -> Any:
     try:
         return ps_plan(
             str(view.config.get("model")), shape, classes, num_ps,
-            str(view.config.get("ps_sharding") or "round-robin"),
+            str(view.config.get("ps_sharding") or "round-robin"), vocab_of(view.config),
         )  # fmt: skip
     except Exception:  # noqa: BLE001 - a model that cannot be built here only loses the plan
         return None
@@ -111,9 +117,25 @@ def _shapes(view: RunRecord) -> tuple | None:
     cannot be built here."""
     shape, classes = input_spec(view.config)
     try:
-        return shapes_only(str(view.config.get("model")), shape, classes)
+        return shapes_only(str(view.config.get("model")), shape, classes, vocab_of(view.config))
     except Exception:  # noqa: BLE001 - then PowerSGD is priced as the dense allreduce
         return None
+
+
+def _sparse_rows(view: RunRecord) -> tuple[float | None, tuple[int, int] | None]:
+    """(unique embedding rows a worker's batch touched per step, as the run counted them; the
+    embedding's rows and width) of a run that exchanged rows sparse; (None, None) otherwise."""
+    if view.config.get("sparse_exchange") != "sparse":
+        return None, None
+    rows = view.get("comm.sparse_exchange.rows_per_step")
+    shape, classes = input_spec(view.config)
+    try:
+        table = embedding_shape(
+            str(view.config.get("model")), shape, classes, vocab_of(view.config)
+        )
+    except Exception:  # noqa: BLE001 - then the exchange is priced dense
+        return None, None
+    return (float(rows) if is_finite_positive(rows) else None), table
 
 
 def observation_from_record(record: dict[str, Any]) -> Observation | None:
@@ -132,6 +154,7 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         return None
     placement = placement_from_record(record)
     servers = len(placement.ps_hosts)
+    touched_rows, table = _sparse_rows(view)
     step = StepConfig(
         arch=view.arch,
         model=str(config.get("model")),
@@ -151,6 +174,12 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         cpu_sharing_ranks=cpu_sharing_ranks(record, placement),
         link_burst_bytes=emulated_burst_bytes(view.cluster.get("link")),
         sync_every=int(config.get("sync_every") or 1),
+        sparse_exchange=str(config.get("sparse_exchange") or "dense"),
+        touched_rows=touched_rows,
+        embedding_shape=table,
+        rows_looked_up=touched_rows
+        if view.arch == "ring"
+        else None,  # ring counts what it gathered
     )
     compute = view.get("timing.compute_s_median")
     comm = view.get("timing.comm_s_median")

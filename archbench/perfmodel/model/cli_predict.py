@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from archbench.bandwidth import format_bits as format_bandwidth
@@ -17,7 +18,14 @@ from archbench.perfmodel.fit.fitfile import (
     override_compute,
 )
 from archbench.perfmodel.model import formulas as F
-from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, shapes_only, variable_bytes
+from archbench.perfmodel.model.modelinfo import (
+    embedding_shape,
+    input_spec,
+    ps_plan,
+    shapes_only,
+    variable_bytes,
+    vocab_of,
+)
 from archbench.perfmodel.model.predictor import StepConfig, default_placement, predict_step
 from archbench.perfmodel.model.units import emulated_burst_bytes
 from archbench.settings import (
@@ -39,6 +47,8 @@ PREDICT_SETTINGS: dict[str, dict] = {
     "dataset": {"help": "decides the model's input shape"},
     "synthetic_shape": {},
     "synthetic_classes": {},
+    "seq_len": {},
+    "vocab_size": {},
     "batch_size": {"required": True, "default": None, "help": "per worker"},
     "bandwidth": {
         "help": "link between hosts, e.g. 200mbit, 1gbit, 10gbit/s (default: the calibrated path)"
@@ -51,6 +61,7 @@ PREDICT_SETTINGS: dict[str, dict] = {
     "compression_ratio": {},
     "powersgd_rank": {},
     "sync_every": {},
+    "sparse_exchange": {},
 }
 
 
@@ -60,6 +71,16 @@ PREDICT_INPUTS: dict[str, Setting] = {
     for row in (
         Setting("hosts", "int", None, ALL, scope="predict", minimum=1, maximum=1_000_000),
         Setting("compute_ms", "float", None, ALL, scope="predict", minimum=0, maximum=1e9),
+        Setting(
+            "touched_rows",
+            "float",
+            None,
+            ALL,
+            scope="predict",
+            minimum=0,
+            exclusive_minimum=True,
+            maximum=1e12,
+        ),  # fmt: skip
         Setting(
             "param_bytes",
             "float",
@@ -145,6 +166,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"microbench results.jsonl (alpha, beta, compute; default {DEFAULT_CALIBRATION} "
         "when it exists)",
     )
+    add(
+        "--touched-rows",
+        type=float,
+        default=None,
+        help="--sparse-exchange sparse: the unique embedding rows one worker's batch touches per "
+        "step (a sparse run records it as comm.sparse_exchange.rows_per_step)",
+    )
     add("--fit", default=None, help="perfmodel_fit.json from `archbench model fit`")
     add("--json", action="store_true", help="print one JSON object instead of a table")
     parser.set_defaults(func=run)
@@ -156,6 +184,8 @@ def input_config(args: argparse.Namespace) -> dict:
         "dataset": args.dataset,
         "synthetic_shape": args.synthetic_shape,
         "synthetic_classes": args.synthetic_classes,
+        "seq_len": args.seq_len,
+        "vocab_size": args.vocab_size,
     }
 
 
@@ -167,26 +197,52 @@ def build_config(args: argparse.Namespace) -> StepConfig:
             "sync": args.sync,
             "sync_every": args.sync_every,
             "compression": args.compression,
+            "sparse_exchange": args.sparse_exchange,
+            "dataset": args.dataset,
+            "model": args.model,
         }
     )
     if problem:
         raise UsageError(problem)
+    sparse = args.sparse_exchange == "sparse"
+    if sparse and args.touched_rows is None and args.arch != "ring":
+        raise UsageError(
+            f"--sparse-exchange sparse on {args.arch} needs --touched-rows: the unique embedding "
+            "rows one worker's batch touches per step (comm.sparse_exchange.rows_per_step of a "
+            "sparse run)"
+        )
+    if args.touched_rows is not None and not sparse:
+        raise UsageError("--touched-rows applies only with --sparse-exchange sparse")
     placement = default_placement(args.arch, args.workers, args.num_ps, args.placement, args.hosts)
     bandwidth = parse_bandwidth(args.bandwidth) if args.bandwidth else None
-    sizes = shapes = None
+    sizes = shapes = table = looked_up = None
     plan = None
     if args.param_bytes is not None:
+        if sparse:
+            raise UsageError(
+                "--sparse-exchange sparse prices the model's own embedding: drop --param-bytes"
+            )
         param_bytes = float(args.param_bytes)
     else:
         from archbench.models import check_model_name
 
         check_model_name(args.model, args.dataset)
         shape, classes = input_spec(input_config(args))
-        sizes = variable_bytes(args.model, shape, classes)
-        shapes = shapes_only(args.model, shape, classes)
+        vocab = vocab_of(input_config(args))
+        sizes = variable_bytes(args.model, shape, classes, vocab)
+        shapes = shapes_only(args.model, shape, classes, vocab)
         param_bytes = float(sum(sizes))
         if placement.ps_hosts:
-            plan = ps_plan(args.model, shape, classes, len(placement.ps_hosts), args.ps_sharding)
+            plan = ps_plan(
+                args.model, shape, classes, len(placement.ps_hosts), args.ps_sharding, vocab
+            )
+        table = embedding_shape(args.model, shape, classes, vocab) if sparse else None
+        looked_up = args.batch_size * math.prod(shape) if sparse else None
+        if sparse and table is None:
+            raise UsageError(
+                f"--sparse-exchange sparse: model {args.model!r} has no embedding whose rows "
+                "could travel sparse"
+            )
     return StepConfig(
         arch=args.arch,
         model=args.model,
@@ -207,6 +263,10 @@ def build_config(args: argparse.Namespace) -> StepConfig:
         cpu_sharing_ranks=len(placement.hosts) if args.emulated else 1,
         link_burst_bytes=emulated_burst_bytes(args.bandwidth) if args.emulated else 0.0,
         sync_every=args.sync_every or 1,
+        sparse_exchange=args.sparse_exchange or "dense",
+        touched_rows=args.touched_rows,
+        embedding_shape=table,
+        rows_looked_up=looked_up,
     )
 
 

@@ -79,8 +79,13 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
     shards, counts = ps_shards(config)
     pushed = sparse_push_bytes(config) if config.sync else None
     push = None if pushed is None else [pushed * s / sum(shards) for s in shards]
+    # sparse rows: the pull too is the rows a batch reads, spread over the servers as the
+    # parameters are (an even placement of the rows)
+    pulled = sparse_pull_bytes(config) if config.sync else None
+    pull = None if pulled is None else [pulled * s / sum(shards) for s in shards]
     ps = F.ps_placed(
         shards, config.placement, network, arch.gamma_s_per_byte, arch.alpha_s, counts, push,
+        pull,
     )  # fmt: skip
     busiest = max(range(len(shards)), key=lambda k: (shards[k], k))
     workers = config.num_workers
@@ -116,14 +121,51 @@ def _spec(config: StepConfig):
     )
 
 
+@dataclass(frozen=True)
+class SparseRows:
+    """What `--sparse-exchange sparse` moves of a model with a row-sparse embedding."""
+
+    touched: float  # unique rows one worker's batch touches per step (at most the table's)
+    row_bytes: float  # one row's float32 values
+    dense_bytes: float  # every other variable, exchanged dense
+
+    def payload(self, index_bytes: int) -> float:
+        """The touched rows with one index each."""
+        return self.touched * (self.row_bytes + index_bytes)
+
+
+def sparse_rows(config: StepConfig) -> SparseRows | None:
+    """The sparse rows of the configuration; None when its embedding travels dense (dense
+    exchange, no embedding, or no row count to price it with). ring gathers every row its batch
+    looked up, duplicates included (Horovod's allgather of the IndexedSlices); p2p and ps send
+    the unique rows, summed."""
+    sent = config.rows_looked_up if config.arch == "ring" else config.touched_rows
+    if config.sparse_exchange != "sparse" or not sent or not config.embedding_shape:
+        return None
+    rows, width = config.embedding_shape
+    row_bytes = 4.0 * width
+    return SparseRows(
+        touched=float(sent) if config.arch == "ring" else min(float(sent), float(rows)),
+        row_bytes=row_bytes,
+        dense_bytes=max(float(config.param_bytes) - rows * row_bytes, 0.0),
+    )
+
+
 def ring_wire_bytes(config: StepConfig) -> float:
     """The message the ring's allreduce formula is priced with: the gradient bytes, halved by
     fp16; PowerSGD's factors and dense vectors (the gradient where the shapes are unknown);
     for top-k the allreduce moving the same bytes per worker as the allgather of k values and
-    indices from each of W workers, (W-1) x 8k = 2(W-1)/W x (W x 8k / 2)."""
+    indices from each of W workers, (W-1) x 8k = 2(W-1)/W x (W x 8k / 2); for sparse rows the
+    same for the allgather of the rows each worker's batch looked up with int64 indices, plus
+    the dense variables."""
     from archbench.compression import VALUE_BYTES, powersgd_payload
+    from archbench.sparse_rows import INDEX_BYTES_PS
 
     message = float(config.param_bytes)
+    rows = sparse_rows(config)
+    if rows is not None:
+        workers = len(config.placement.worker_hosts)
+        return rows.dense_bytes + workers * rows.payload(INDEX_BYTES_PS) / 2
     spec = _spec(config)
     if spec.method == "fp16":
         return message / 2
@@ -139,10 +181,18 @@ def ring_wire_bytes(config: StepConfig) -> float:
 
 def sparse_push_bytes(config: StepConfig) -> float | None:
     """Top-k's gradient bytes one worker sends per step in p2p (k values and int32 indices,
-    less the share that falls in its own shard) and ps (k values and int64 indices); None for
-    a dense push."""
+    less the share that falls in its own shard) and ps (k values and int64 indices); for sparse
+    rows the touched rows with their indices and the dense variables (p2p: less its own shard's
+    share); None for a dense push."""
     from archbench.compression import INDEX_BYTES, PS_INDEX_BYTES, VALUE_BYTES
+    from archbench.sparse_rows import INDEX_BYTES_P2P, INDEX_BYTES_PS
 
+    rows = sparse_rows(config)
+    if rows is not None:
+        if config.arch == "ps":
+            return rows.dense_bytes + rows.payload(INDEX_BYTES_PS)
+        workers = len(config.placement.worker_hosts)
+        return (rows.dense_bytes + rows.payload(INDEX_BYTES_P2P)) * (workers - 1) / workers
     spec = _spec(config)
     if spec.method != "topk":
         return None
@@ -151,6 +201,15 @@ def sparse_push_bytes(config: StepConfig) -> float | None:
         return float(kept * (VALUE_BYTES + PS_INDEX_BYTES))
     workers = len(config.placement.worker_hosts)
     return kept * (VALUE_BYTES + INDEX_BYTES) * (workers - 1) / workers
+
+
+def sparse_pull_bytes(config: StepConfig) -> float | None:
+    """What a ps worker pulls per step with sparse rows: the rows its next batch reads and the
+    dense variables; None when it pulls every parameter."""
+    rows = sparse_rows(config)
+    if rows is None or config.arch != "ps":
+        return None
+    return rows.dense_bytes + rows.touched * rows.row_bytes
 
 
 def fit_key(config: StepConfig) -> str:

@@ -358,6 +358,7 @@ def ps_placed(
     per_request_s: float = 0.0,
     variables_per_ps: Sequence[int] | None = None,
     push_bytes_per_ps: Sequence[float] | None = None,
+    pull_bytes_per_ps: Sequence[float] | None = None,
 ) -> PsComm:
     """Push phase: worker w sends shard k to PS k; pull phase: PS k sends shard k back.
 
@@ -367,7 +368,9 @@ def ps_placed(
     shard of one, in its own RecvTensor call): PS k serves 2 * W * n_k of them per step and
     each worker issues 2 * sum_k n_k, one after another in the worst case, so the larger of
     the two adds to the step and to the bottleneck demand. `push_bytes_per_ps`: what a worker
-    pushes to each PS when it is not the shard (top-k's sparse pushes); pulls stay the shards.
+    pushes to each PS when it is not the shard (top-k's sparse pushes, sparse rows);
+    `pull_bytes_per_ps`: what a worker pulls from each when it is not the shard (sparse rows:
+    the rows its next batch reads); pulls are the shards otherwise.
     """
     ps_hosts = placement.ps_hosts
     worker_hosts = placement.worker_hosts
@@ -377,9 +380,8 @@ def ps_placed(
         raise ValueError("a PS placement needs at least one worker")
     counts = list(variables_per_ps) if variables_per_ps else [1] * len(ps_hosts)
     pushed = list(push_bytes_per_ps) if push_bytes_per_ps is not None else message_bytes_per_ps
-    pull = [
-        (p, w, s) for w in worker_hosts for p, s in zip(ps_hosts, message_bytes_per_ps, strict=True)
-    ]
+    pulled = list(pull_bytes_per_ps) if pull_bytes_per_ps is not None else message_bytes_per_ps
+    pull = [(p, w, s) for w in worker_hosts for p, s in zip(ps_hosts, pulled, strict=True)]
     push = [(w, p, s) for w in worker_hosts for p, s in zip(ps_hosts, pushed, strict=True)]
     remote_alpha = (
         network.inter.alpha_s
@@ -409,7 +411,7 @@ def ps_placed(
     own = 0.0
     for w in sorted(set(worker_hosts)):
         mine = [(w, p, s) for p, s in zip(ps_hosts, pushed, strict=True)]
-        back = [(p, w, s) for p, s in zip(ps_hosts, message_bytes_per_ps, strict=True)]
+        back = [(p, w, s) for p, s in zip(ps_hosts, pulled, strict=True)]
         own = max(own, phase_s(mine, network) + phase_s(back, network))
     own += 2 * remote_alpha + max(message_bytes_per_ps) * gamma_s_per_byte
     own += 2 * sum(counts) * per_request_s

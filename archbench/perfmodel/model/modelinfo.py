@@ -33,39 +33,75 @@ def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
         return tuple(int(d) for d in shape), int(classes)
     if dataset == "text":
         return (int(config.get("seq_len") or 64),), TEXT_VOCAB
+    if dataset == "words":
+        from archbench.words import WORD_OUTPUT_CLASSES
+
+        seq_len = int(config.get("seq_len") or SETTINGS["seq_len"].default)
+        return (seq_len,), min(WORD_OUTPUT_CLASSES, vocab_of(config) or 0)
     return DATASET_SHAPES["fashion_mnist"]
 
 
+def vocab_of(config: dict[str, Any]) -> int | None:
+    """The input vocabulary a word model's embedding has rows for (None for other data sets).
+    The corpus may hold fewer distinct words than asked; the model is priced at the size asked."""
+    from archbench.settings import SETTINGS
+
+    if str(config.get("dataset") or "") != "words":
+        return None
+    return int(config.get("vocab_size") or SETTINGS["vocab_size"].default)
+
+
 @functools.lru_cache(maxsize=16)
-def keras_model(model: str, input_shape: tuple[int, ...], num_classes: int):
+def keras_model(
+    model: str, input_shape: tuple[int, ...], num_classes: int, vocab_size: int | None = None
+):
     """archbench.models.build_model's network (built once per shape and kept)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from archbench.models import build_model
 
-    return build_model(model, input_shape, num_classes, seed=0)
+    return build_model(model, input_shape, num_classes, seed=0, vocab_size=vocab_size)
 
 
 @functools.lru_cache(maxsize=64)
 def variable_shapes(
-    model: str, input_shape: tuple[int, ...], num_classes: int
+    model: str, input_shape: tuple[int, ...], num_classes: int, vocab_size: int | None = None
 ) -> tuple[tuple[tuple[int, ...], int], ...]:
     """(shape, bytes per element) of each trainable variable of archbench.models.build_model,
     in creation order."""
     return tuple(
         (tuple(int(d) for d in v.shape), int(v.dtype.size))
-        for v in keras_model(model, input_shape, num_classes).trainable_variables
+        for v in keras_model(model, input_shape, num_classes, vocab_size).trainable_variables
     )
 
 
-def shapes_only(model: str, input_shape: tuple[int, ...], num_classes: int) -> tuple:
+def shapes_only(
+    model: str, input_shape: tuple[int, ...], num_classes: int, vocab_size: int | None = None
+) -> tuple:
     """The shape of each trainable variable, in creation order (what PowerSGD factors)."""
-    return tuple(shape for shape, _ in variable_shapes(model, input_shape, num_classes))
+    return tuple(shape for shape, _ in variable_shapes(model, input_shape, num_classes, vocab_size))
 
 
-def variable_bytes(model: str, input_shape: tuple[int, ...], num_classes: int) -> tuple[float, ...]:
+@functools.lru_cache(maxsize=64)
+def embedding_shape(
+    model: str, input_shape: tuple[int, ...], num_classes: int, vocab_size: int | None = None
+) -> tuple[int, int] | None:
+    """(rows, width) of the model's embedding, the variable whose gradient is row-sparse
+    (`archbench.sparse_rows`); None for a model without one."""
+    from archbench.sparse_rows import embedding_variables
+
+    embeddings = embedding_variables(keras_model(model, input_shape, num_classes, vocab_size))
+    if not embeddings:
+        return None
+    rows, width = (int(d) for d in embeddings[0].shape)
+    return rows, width
+
+
+def variable_bytes(
+    model: str, input_shape: tuple[int, ...], num_classes: int, vocab_size: int | None = None
+) -> tuple[float, ...]:
     """Byte size of each trainable variable, in creation order."""
     sizes = []
-    for shape, itemsize in variable_shapes(model, input_shape, num_classes):
+    for shape, itemsize in variable_shapes(model, input_shape, num_classes, vocab_size):
         count = 1
         for dim in shape:
             count *= dim
@@ -74,12 +110,21 @@ def variable_bytes(model: str, input_shape: tuple[int, ...], num_classes: int) -
 
 
 @functools.lru_cache(maxsize=64)
-def ps_plan(model: str, input_shape: tuple[int, ...], num_classes: int, num_ps: int, sharding: str):
+def ps_plan(
+    model: str,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    num_ps: int,
+    sharding: str,
+    vocab_size: int | None = None,
+):
     """The shard plan the PS trainer builds for this model (archbench.ps.sharding's planner,
     the one the model prices)."""
     from archbench.ps.sharding import plan_for_model
 
-    return plan_for_model(keras_model(model, input_shape, num_classes), num_ps, sharding)
+    return plan_for_model(
+        keras_model(model, input_shape, num_classes, vocab_size), num_ps, sharding
+    )
 
 
 def variable_bytes_for(record: dict[str, Any]) -> tuple[float, ...] | None:
@@ -87,7 +132,7 @@ def variable_bytes_for(record: dict[str, Any]) -> tuple[float, ...] | None:
     config = record.get("config") or {}
     shape, classes = input_spec(config)
     try:
-        return variable_bytes(str(config.get("model")), shape, classes)
+        return variable_bytes(str(config.get("model")), shape, classes, vocab_of(config))
     except Exception:  # noqa: BLE001 - an unknown model only loses the exact shard plan
         return None
 

@@ -84,6 +84,12 @@ class StepConfig:
     cpu_sharing_ranks: int = 1  # processes sharing this worker's cores (itself included)
     link_burst_bytes: float = 0.0  # the emulated links' token bucket (0 on real links)
     sync_every: int = 1  # --sync-every H: parameters averaged every H steps, local steps between
+    # --sparse-exchange sparse: only the embedding rows a batch touches travel (with indices)
+    sparse_exchange: str = "dense"
+    touched_rows: float | None = None  # unique embedding rows one worker's batch touches a step
+    embedding_shape: tuple[int, int] | None = None  # (rows, width) of the row-sparse table
+    # rows one worker's batch looks up, duplicates included (what ring's allgather sends)
+    rows_looked_up: float | None = None
 
     @property
     def num_workers(self) -> int:

@@ -23,6 +23,7 @@ from archbench.perfmodel.model.modelinfo import (
     shapes_only,
     steps_per_epoch,
     variable_bytes,
+    vocab_of,
 )
 from archbench.perfmodel.model.predictor import ModelParams, StepConfig, predict_step
 from archbench.perfmodel.model.units import emulated_burst_bytes
@@ -87,13 +88,14 @@ def step_config_for(
     num_ps = architecture(arch).servers(config.get("num_ps"))
     roles = [F.PS] * num_ps + [F.WORKER] * (len(hosts) - num_ps)
     shape, classes = input_spec(config)
-    sizes = variable_bytes(str(config.get("model", "mlp")), shape, classes)
+    vocab = vocab_of(config)
+    sizes = variable_bytes(str(config.get("model", "mlp")), shape, classes, vocab)
     placement = F.Placement(hosts=tuple(hosts), roles=tuple(roles))
     bandwidth = config.get("bandwidth")
     sharing = len(hosts) if shared_machine else max(hosts.count(h) for h in set(hosts))
     model = str(config.get("model", "mlp"))
     sharding = str(config.get("ps_sharding", "round-robin"))
-    plan = ps_plan(model, shape, classes, num_ps, sharding) if num_ps else None
+    plan = ps_plan(model, shape, classes, num_ps, sharding, vocab) if num_ps else None
     return StepConfig(
         arch=arch,
         model=str(config.get("model", "mlp")),
@@ -109,7 +111,7 @@ def step_config_for(
         compression=str(config.get("compression", "none")),
         compression_ratio=float(config.get("compression_ratio", 0.01)),
         powersgd_rank=int(config.get("powersgd_rank", 2)),
-        variable_shapes=shapes_only(model, shape, classes)
+        variable_shapes=shapes_only(model, shape, classes, vocab)
         if config.get("compression") == "powersgd"
         else None,
         p2p_schedule=str(config.get("p2p_schedule", "staggered")),

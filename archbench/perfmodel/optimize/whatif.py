@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -12,7 +13,13 @@ from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
 from archbench.perfmodel.fit.records import Observation
 from archbench.perfmodel.measure.calibration import Calibration
-from archbench.perfmodel.model.modelinfo import input_spec, ps_plan, variable_bytes
+from archbench.perfmodel.model.modelinfo import (
+    embedding_shape,
+    input_spec,
+    ps_plan,
+    variable_bytes,
+    vocab_of,
+)
 from archbench.perfmodel.model.predictor import (
     ModelParams,
     StepConfig,
@@ -35,6 +42,7 @@ class ModelFacts:
     shape: tuple[int, ...]
     classes: int
     batch: int | None  # the study's most common batch for this model
+    vocab: int | None = None  # a word model's embedding rows
 
 
 def _model_facts(
@@ -49,13 +57,14 @@ def _model_facts(
     else:
         config = (mine[0].record.get("config") or {}) if mine else {"dataset": "fashion_mnist"}
     shape, classes = input_spec(config)
+    vocab = vocab_of(config)
     try:
-        sizes = variable_bytes(model, shape, classes)
+        sizes = variable_bytes(model, shape, classes, vocab)
     except UsageError:
         raise
     except Exception:  # noqa: BLE001 - the builder's own message is not ours to show
         raise UsageError(f"cannot build model {model!r} to count its parameters") from None
-    return ModelFacts(sizes, shape, classes, batch)
+    return ModelFacts(sizes, shape, classes, batch, vocab)
 
 
 @dataclass
@@ -122,8 +131,12 @@ def whatif_curves(
     each model and the samples/s of one worker alone (the efficiency's reference).
 
     One worker per host, PS on hosts of their own; ps is drawn with one server and with the
-    best number of servers (powers of two up to W) and plan (round-robin or balanced).
+    best number of servers (powers of two up to W) and plan (round-robin or balanced). With
+    `touched_rows` (inputs' --sparse-exchange sparse) every architecture moves its model's
+    embedding rows sparse (ring: the rows each batch looks up; p2p and ps: `touched_rows` unique
+    ones), and a `ring (dense)` line beside them says where sparse rows beat the allreduce.
     """
+    touched_rows = (inputs or {}).get("touched_rows")
     curves: dict[tuple[str, str], dict[str, Curve]] = {}
     batches: dict[str, int] = {}
     singles: dict[str, float] = {}
@@ -132,17 +145,26 @@ def whatif_curves(
         batch = batch_size or facts.batch or DEFAULT_BATCH
         batches[model] = batch
         plans = {
-            (k, sharding): ps_plan(model, facts.shape, facts.classes, k, sharding)
+            (k, sharding): ps_plan(model, facts.shape, facts.classes, k, sharding, facts.vocab)
             for k in PS_COUNTS
             if k <= max(workers)
             for sharding in ("round-robin", "balanced")
         }
         for bandwidth in bandwidths:
-            base = StepConfig(
+            dense_base = StepConfig(
                 arch="ring", model=model, batch_size=batch, param_bytes=float(sum(facts.sizes)),
                 placement=default_placement("ring", 2, 0, "dedicated", None),
                 bandwidth_bits=parse_bandwidth(bandwidth), variable_bytes=facts.sizes,
             )  # fmt: skip
+            base = dense_base
+            if touched_rows:
+                table = embedding_shape(model, facts.shape, facts.classes, facts.vocab)
+                if table is None:
+                    raise UsageError(f"--sparse-exchange sparse: model {model!r} has no embedding")
+                base = replace(
+                    dense_base, sparse_exchange="sparse", touched_rows=float(touched_rows),
+                    embedding_shape=table, rows_looked_up=float(batch * math.prod(facts.shape)),
+                )  # fmt: skip
 
             def predict(config: StepConfig) -> StepPrediction:
                 return predict_step(config, params, calib)
@@ -154,7 +176,14 @@ def whatif_curves(
             lines: dict[str, Curve] = {
                 "ring": Curve(), "p2p": Curve(), "ps (1 PS)": Curve(), "ps (best K)": Curve(),
             }  # fmt: skip
+            if touched_rows:
+                lines["ring (dense)"] = Curve()
             for w in workers:
+                if touched_rows:
+                    placement = default_placement("ring", w, 0, "dedicated", None)
+                    lines["ring (dense)"].points.append(
+                        (w, predict(replace(dense_base, placement=placement)))
+                    )
                 for arch in ALLREDUCE_LIKE:
                     placement = default_placement(arch, w, 0, "dedicated", None)
                     lines[arch].points.append(
