@@ -316,3 +316,28 @@ def test_sparse_rows_priced_by_hand() -> None:
         bandwidth_bits=1e9, sparse_exchange="sparse", embedding_shape=table,
     )  # fmt: skip
     assert predict_step(unpriced, ModelParams(), calib).comm_s == pytest.approx(dense_ps.comm_s)
+
+
+def test_rows_placed_by_use_stay_on_the_workers_host_by_hand() -> None:
+    """Two hosts, each with a worker and a server beside it. A run measured each worker's row
+    bytes to and from each server (R = 100,000 B a worker): placed by use, all of a worker's rows
+    are on its own host's server (loopback, free here); spread evenly, half cross the link."""
+    calib = _calib()
+    placement = F.Placement(hosts=("h1", "h2", "h1", "h2"), roles=(F.PS, F.PS, F.WORKER, F.WORKER))
+    total = 440_000.0 + 10_000 * 64 * 4
+
+    def comm(row_bytes) -> float:
+        config = StepConfig(
+            "ps", "toy", 32, total, placement, bandwidth_bits=1e9, sparse_exchange="sparse",
+            touched_rows=500.0, embedding_shape=(10_000, 64),
+            row_bytes_per_worker_per_server=row_bytes,
+        )  # fmt: skip
+        return predict_step(config, ModelParams(), calib).comm_s
+
+    by_use = comm(((100_000.0, 0.0), (0.0, 100_000.0)))
+    even = comm(((50_000.0, 50_000.0), (50_000.0, 50_000.0)))
+    # the dense variables cross either way; evenly, each worker's 50,000 row bytes to the other
+    # host's server also cross (its push one phase, its pull the other): 50,000 * 8e-9 s
+    assert even - by_use == pytest.approx(50_000 * 8e-9)
+    # a measurement that does not fit the configuration (3 workers' rows) is not used
+    assert comm(((1.0, 1.0),) * 3) == pytest.approx(comm(None))

@@ -138,6 +138,17 @@ def _sparse_rows(view: RunRecord) -> tuple[float | None, tuple[int, int] | None]
     return (float(rows) if is_finite_positive(rows) else None), table
 
 
+def _row_bytes_per_server(view: RunRecord) -> tuple[tuple[float, ...], ...] | None:
+    """ps with sparse rows: each worker's row bytes to and from each server, as measured."""
+    measured = view.get("comm.sparse_exchange.row_bytes_per_worker_per_server_per_step")
+    if not isinstance(measured, list) or not all(isinstance(row, list) for row in measured):
+        return None
+    try:
+        return tuple(tuple(float(b) for b in row) for row in measured)
+    except (TypeError, ValueError):
+        return None
+
+
 def observation_from_record(record: dict[str, Any]) -> Observation | None:
     """The observation of a successful run, or None when the record cannot be used."""
     view = RunRecord(record)
@@ -177,9 +188,9 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         sparse_exchange=str(config.get("sparse_exchange") or "dense"),
         touched_rows=touched_rows,
         embedding_shape=table,
-        rows_looked_up=touched_rows
-        if view.arch == "ring"
-        else None,  # ring counts what it gathered
+        # ring's record counts the rows it gathered, duplicates included
+        rows_looked_up=touched_rows if view.arch == "ring" else None,
+        row_bytes_per_worker_per_server=_row_bytes_per_server(view),
     )
     compute = view.get("timing.compute_s_median")
     comm = view.get("timing.comm_s_median")

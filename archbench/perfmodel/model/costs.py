@@ -83,6 +83,9 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
     # parameters are (an even placement of the rows)
     pulled = sparse_pull_bytes(config) if config.sync else None
     pull = None if pulled is None else [pulled * s / sum(shards) for s in shards]
+    placed = _placed_rows(config, shards) if pulled is not None else None
+    if placed is not None:
+        push, pull = placed
     ps = F.ps_placed(
         shards, config.placement, network, arch.gamma_s_per_byte, arch.alpha_s, counts, push,
         pull,
@@ -210,6 +213,29 @@ def sparse_pull_bytes(config: StepConfig) -> float | None:
     if rows is None or config.arch != "ps":
         return None
     return rows.dense_bytes + rows.touched * rows.row_bytes
+
+
+def _placed_rows(
+    config: StepConfig, shards: list[float]
+) -> tuple[list[list[float]], list[list[float]]] | None:
+    """Per worker and server, push and pull bytes where the run measured where each worker's
+    rows went (its placement of rows, by use or otherwise): the measured row bytes split into
+    the push (rows with int64 indices) and the pull (rows alone), beside the dense variables
+    spread as the shards are. None where the measurement does not fit the configuration."""
+    from archbench.sparse_rows import INDEX_BYTES_PS
+
+    rows = sparse_rows(config)
+    measured = config.row_bytes_per_worker_per_server
+    workers = len(config.placement.worker_hosts)
+    if rows is None or not measured or len(measured) != workers:
+        return None
+    if any(len(per_server) != len(shards) for per_server in measured):
+        return None
+    push_share = (rows.row_bytes + INDEX_BYTES_PS) / (2 * rows.row_bytes + INDEX_BYTES_PS)
+    dense = [rows.dense_bytes * s / sum(shards) for s in shards]
+    push = [[d + b * push_share for d, b in zip(dense, row)] for row in measured]
+    pull = [[d + b * (1 - push_share) for d, b in zip(dense, row)] for row in measured]
+    return push, pull
 
 
 def fit_key(config: StepConfig) -> str:

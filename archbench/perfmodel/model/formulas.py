@@ -350,6 +350,21 @@ class PsComm:
     parts: dict[str, float] = field(default_factory=dict)
 
 
+def _per_worker(
+    given: Sequence[float] | Sequence[Sequence[float]] | None,
+    shards: Sequence[float],
+    workers: int,
+) -> list[list[float]]:
+    """Bytes per server for each worker: one list for all, one per worker, or the shards."""
+    if given is None:
+        return [list(shards)] * workers
+    if given and isinstance(given[0], list | tuple):
+        if len(given) != workers:
+            raise ValueError("one list of bytes per server is needed for every worker")
+        return [list(row) for row in given]  # type: ignore[arg-type]
+    return [list(given)] * workers  # type: ignore[arg-type]
+
+
 def ps_placed(
     message_bytes_per_ps: Sequence[float],
     placement: Placement,
@@ -370,7 +385,9 @@ def ps_placed(
     the two adds to the step and to the bottleneck demand. `push_bytes_per_ps`: what a worker
     pushes to each PS when it is not the shard (top-k's sparse pushes, sparse rows);
     `pull_bytes_per_ps`: what a worker pulls from each when it is not the shard (sparse rows:
-    the rows its next batch reads); pulls are the shards otherwise.
+    the rows its next batch reads); pulls are the shards otherwise. Either may also be one list
+    per worker (in worker order), where workers push and pull different bytes to each server
+    (rows placed by use).
     """
     ps_hosts = placement.ps_hosts
     worker_hosts = placement.worker_hosts
@@ -379,10 +396,18 @@ def ps_placed(
     if not worker_hosts:
         raise ValueError("a PS placement needs at least one worker")
     counts = list(variables_per_ps) if variables_per_ps else [1] * len(ps_hosts)
-    pushed = list(push_bytes_per_ps) if push_bytes_per_ps is not None else message_bytes_per_ps
-    pulled = list(pull_bytes_per_ps) if pull_bytes_per_ps is not None else message_bytes_per_ps
-    pull = [(p, w, s) for w in worker_hosts for p, s in zip(ps_hosts, pulled, strict=True)]
-    push = [(w, p, s) for w in worker_hosts for p, s in zip(ps_hosts, pushed, strict=True)]
+    pushed = _per_worker(push_bytes_per_ps, message_bytes_per_ps, len(worker_hosts))
+    pulled = _per_worker(pull_bytes_per_ps, message_bytes_per_ps, len(worker_hosts))
+    pull = [
+        (p, w, s)
+        for i, w in enumerate(worker_hosts)
+        for p, s in zip(ps_hosts, pulled[i], strict=True)
+    ]
+    push = [
+        (w, p, s)
+        for i, w in enumerate(worker_hosts)
+        for p, s in zip(ps_hosts, pushed[i], strict=True)
+    ]
     remote_alpha = (
         network.inter.alpha_s
         if any(w != p for w in worker_hosts for p in ps_hosts)
@@ -409,9 +434,9 @@ def ps_placed(
     }
     # One worker alone: the slowest worker's own traffic with nobody else on the links.
     own = 0.0
-    for w in sorted(set(worker_hosts)):
-        mine = [(w, p, s) for p, s in zip(ps_hosts, pushed, strict=True)]
-        back = [(p, w, s) for p, s in zip(ps_hosts, pulled, strict=True)]
+    for i, w in enumerate(worker_hosts):
+        mine = [(w, p, s) for p, s in zip(ps_hosts, pushed[i], strict=True)]
+        back = [(p, w, s) for p, s in zip(ps_hosts, pulled[i], strict=True)]
         own = max(own, phase_s(mine, network) + phase_s(back, network))
     own += 2 * remote_alpha + max(message_bytes_per_ps) * gamma_s_per_byte
     own += 2 * sum(counts) * per_request_s

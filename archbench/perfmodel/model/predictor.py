@@ -90,6 +90,9 @@ class StepConfig:
     embedding_shape: tuple[int, int] | None = None  # (rows, width) of the row-sparse table
     # rows one worker's batch looks up, duplicates included (what ring's allgather sends)
     rows_looked_up: float | None = None
+    # ps with sparse rows, as a run measured it: each worker's row bytes to and from each server
+    # (pushes and pulls together); None: the rows spread evenly over the servers
+    row_bytes_per_worker_per_server: tuple[tuple[float, ...], ...] | None = None
 
     @property
     def num_workers(self) -> int:
