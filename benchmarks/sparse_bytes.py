@@ -45,6 +45,7 @@ def run_row(record: dict) -> dict:
         "arch": config["arch"],
         "vocab": config["vocab_size"],
         "exchange": config["sparse_exchange"],
+        "partition": config.get("data_partition") or "random",
         "rows": rows,
         "density": rows / config["vocab_size"] if rows else None,
         "sent_kb": comm["bytes_sent_per_step"] / 1e3,
@@ -58,24 +59,27 @@ def run_row(record: dict) -> dict:
 
 
 def print_runs(rows: list[dict]) -> None:
-    print(f"{'arch':5} {'vocab':>6} {'exchange':8} {'rows/step':>9} {'density':>8} "
+    print(f"{'arch':5} {'vocab':>6} {'data':8} {'exchange':8} {'rows/step':>9} {'density':>8} "
           f"{'sent kB/step':>12} {'step ms':>8} {'exch ms':>8} {'accuracy':>8} {'loss':>8}")  # fmt: skip
-    for r in sorted(rows, key=lambda r: (r["arch"], r["vocab"], r["exchange"])):
+    for r in sorted(rows, key=lambda r: (r["arch"], r["vocab"], r["partition"], r["exchange"])):
         rows_text = f"{r['rows']:.0f}" if r["rows"] else "-"
         density = f"{100 * r['density']:.1f}%" if r["density"] else "-"
-        print(f"{r['arch']:5} {r['vocab']:>6} {r['exchange']:8} {rows_text:>9} {density:>8} "
+        print(f"{r['arch']:5} {r['vocab']:>6} {r['partition']:8} {r['exchange']:8} {rows_text:>9} {density:>8} "
               f"{r['sent_kb']:>12.1f} {r['step_ms']:>8.1f} {r['comm_ms']:>8.1f} "
               f"{r['accuracy']:>8.4f} {r['loss']:>8.4f}")  # fmt: skip
 
 
 def print_ratios(rows: list[dict]) -> None:
-    print("\ndense / sparse, per architecture and vocabulary")
-    print(f"{'arch':5} {'vocab':>6} {'bytes':>7} {'step time':>9} {'accuracy (d, s)':>16}")
-    by_key = {(r["arch"], r["vocab"], r["exchange"]): r for r in rows}
-    for arch, vocab in sorted({(r["arch"], r["vocab"]) for r in rows}):
-        dense, sparse = by_key.get((arch, vocab, "dense")), by_key.get((arch, vocab, "sparse"))
+    print("\ndense / sparse, per architecture, vocabulary and data partition")
+    print(
+        f"{'arch':5} {'vocab':>6} {'data':8} {'bytes':>7} {'step time':>9} {'accuracy (d, s)':>16}"
+    )
+    by_key = {(r["arch"], r["vocab"], r["partition"], r["exchange"]): r for r in rows}
+    for arch, vocab, part in sorted({(r["arch"], r["vocab"], r["partition"]) for r in rows}):
+        dense = by_key.get((arch, vocab, part, "dense"))
+        sparse = by_key.get((arch, vocab, part, "sparse"))
         if dense and sparse:
-            print(f"{arch:5} {vocab:>6} {dense['sent_kb'] / sparse['sent_kb']:>6.1f}x "
+            print(f"{arch:5} {vocab:>6} {part:8} {dense['sent_kb'] / sparse['sent_kb']:>6.1f}x "
                   f"{dense['step_ms'] / sparse['step_ms']:>8.2f}x "
                   f"{dense['accuracy']:>8.4f} {sparse['accuracy']:.4f}")  # fmt: skip
 
@@ -83,7 +87,7 @@ def print_ratios(rows: list[dict]) -> None:
 def print_crossover(rows: list[dict]) -> None:
     print("\nwhere sparse stops sending fewer bytes")
     for r in sorted(rows, key=lambda r: r["vocab"]):
-        if r["arch"] != "ring" or r["exchange"] != "sparse":
+        if r["arch"] != "ring" or r["exchange"] != "sparse" or r["partition"] != "random":
             continue
         limit = 2 * r["vocab"] * ROW_BYTES / (ROW_BYTES + RING_INDEX_BYTES)
         tokens = r["workers"] * r["tokens"]
