@@ -437,6 +437,13 @@ def build_worker_graph(
                 offset += int(np.prod(plan.variables[index].shape))
             return finish_exchange(pushes, applies)
 
+        def pull_fresh(skip=frozenset()):
+            """The servers' fresh values into this worker's copy (and anchors): `_pull`."""
+            return _pull(
+                tf, model, shard_vars, global_step, worker_device, anchors,
+                ordered=ordered, skip=skip, row_positions=row_positions,
+            )  # fmt: skip
+
         def finish_exchange(pushes: list, applies: list) -> ExchangeOps:
             with tf.device("/job:ps/task:0"):
                 if sync and is_chief:
@@ -452,33 +459,15 @@ def build_worker_graph(
                     with tf.control_dependencies(applies):
                         update_step = global_step.assign_add(1, read_value=True)
             with tf.control_dependencies([update_step]):
-                pull, pulled_step = _pull(
-                    tf,
-                    model,
-                    shard_vars,
-                    global_step,
-                    worker_device,
-                    anchors,
-                    ordered=ordered,
-                    skip=row_sparse,
-                    row_positions=row_positions,
-                )
+                # row-sparse variables: their rows are pulled as the next batch needs them
+                pull, pulled_step = pull_fresh(skip=row_sparse)
             return ExchangeOps(pull, update_step, pulled_step)
 
         fused = exchange(fused_grads)
         with tf.control_dependencies([fill_buffers]):
             compute_into_buffers = tf.identity(loss)
         probe_exchange = exchange([b.read_value() for b in buffers])
-        pull, pulled_step = _pull(
-            tf,
-            model,
-            shard_vars,
-            global_step,
-            worker_device,
-            anchors,
-            ordered=ordered,
-            row_positions=row_positions,
-        )
+        pull, pulled_step = pull_fresh()
         local = None
         if local_steps:
 

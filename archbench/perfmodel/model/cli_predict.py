@@ -65,32 +65,21 @@ PREDICT_SETTINGS: dict[str, dict] = {
 }
 
 
+def _positive_float(name: str, maximum: float) -> Setting:
+    return Setting(
+        name, "float", None, ALL, scope="predict", minimum=0, exclusive_minimum=True,
+        maximum=maximum,
+    )  # fmt: skip
+
+
 # predict's own numeric inputs, ranged the way the registry ranges the shared ones
 PREDICT_INPUTS: dict[str, Setting] = {
     row.name: row
     for row in (
         Setting("hosts", "int", None, ALL, scope="predict", minimum=1, maximum=1_000_000),
         Setting("compute_ms", "float", None, ALL, scope="predict", minimum=0, maximum=1e9),
-        Setting(
-            "touched_rows",
-            "float",
-            None,
-            ALL,
-            scope="predict",
-            minimum=0,
-            exclusive_minimum=True,
-            maximum=1e12,
-        ),  # fmt: skip
-        Setting(
-            "param_bytes",
-            "float",
-            None,
-            ALL,
-            scope="predict",
-            minimum=0,
-            exclusive_minimum=True,
-            maximum=1e15,
-        ),  # fmt: skip
+        _positive_float("touched_rows", 1e12),
+        _positive_float("param_bytes", 1e15),
     )
 }
 
