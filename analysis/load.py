@@ -20,6 +20,7 @@ from archbench.analysis.machine_load import overload_note
 from archbench.bandwidth import bits_or_none
 from archbench.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files
+from archbench.record.schema import first_point_at
 
 # Factor names that mark repetitions of one configuration, not a factor of the study.
 REPLICATE_NAMES = frozenset({"rep", "repetition", "repeat", "replicate", "seed", "run", "run_id"})
@@ -294,10 +295,8 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
 def _time_to_target(epochs: list[Any], target: float) -> float:
     if math.isnan(target):
         return math.nan
-    for point in epochs:
-        if isinstance(point, dict) and _number(point.get("test_accuracy")) >= target:
-            return _number(point.get("train_s"))
-    return math.nan
+    reached = first_point_at(epochs, target)
+    return float(reached[1]) if reached else math.nan
 
 
 def _config_value(flat: dict[str, Any], row: dict[str, Any], name: str) -> Any:

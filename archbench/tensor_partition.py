@@ -47,6 +47,16 @@ class PartitionSpec:
     def max_elements(self, itemsize: int = 4) -> int | None:
         return None if self.max_bytes is None else max(1, self.max_bytes // itemsize)
 
+    def record(self, pieces_per_part: list[int]) -> dict[str, Any]:
+        """The record fields every engine shares: the piece size, the priority, and how many
+        pieces each part (a p2p shard, a ps variable) was cut into, in all."""
+        return {
+            "partition_bytes": self.max_bytes,
+            "priority": "on" if self.priority else "off",
+            "piece_count": sum(pieces_per_part),
+            "partitioned": any(n > 1 for n in pieces_per_part),
+        }
+
 
 def cut_range(start: int, stop: int, max_elements: int | None) -> list[tuple[int, int]]:
     """[start, stop) as consecutive pieces of at most `max_elements` (one piece when None)."""

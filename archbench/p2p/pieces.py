@@ -178,11 +178,8 @@ class PieceExchange(ShardExchange):
         """What was cut, into how many pieces, in which order, and the measured pipelining."""
         pieces = [len(p) for p in self.pieces]
         record = {
-            "partition_bytes": self.spec.max_bytes,
-            "priority": "on" if self.spec.priority else "off",
+            **self.spec.record(pieces),
             "pieces_per_shard": pieces,
-            "piece_count": sum(pieces),
-            "partitioned": any(n > 1 for n in pieces),
             "send_order": "first layers first (by position in the flattened model)"
             if self.spec.priority
             else "the p2p schedule's peer order, each shard's pieces in order",

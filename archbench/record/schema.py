@@ -152,6 +152,19 @@ def number_or_none(value: Any) -> float | None:
     return None if math.isnan(number) else number
 
 
+def first_point_at(points: list[Any], target: float) -> tuple[int, float] | None:
+    """(step, training seconds) of the first point of an evaluation curve (`timing.epochs`)
+    whose test accuracy is at or above `target`, or None."""
+    for point in points:
+        if not isinstance(point, dict):
+            continue
+        accuracy = number_or_none(point.get("test_accuracy"))
+        step, train_s = number_or_none(point.get("step")), number_or_none(point.get("train_s"))
+        if accuracy is not None and accuracy >= target and step is not None and train_s is not None:
+            return int(step), train_s
+    return None
+
+
 def derive_epoch_s(record: dict[str, Any]) -> None:
     """`timing.epoch_s` (and `samples_per_epoch`) for a record written before training stored
     them: the configured data set's training samples over the median step's throughput. Left

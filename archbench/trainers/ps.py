@@ -638,11 +638,8 @@ class PSTrainer(Trainer):
         """--partition-mb, --priority on: what the graph cut and ordered (archbench.tensor_partition)."""
         per_variable = [len(self.plan.shards_of(i)) for i in range(len(self.plan.variables))]
         return {
-            "partition_bytes": self.partition.max_bytes,
-            "priority": "on" if self.partition.priority else "off",
+            **self.partition.record(per_variable),
             "pieces_per_variable": per_variable,
-            "piece_count": len(self.plan.shards),
-            "partitioned": any(n > 1 for n in per_variable),
             "pull_order": "chained first layers first (control dependencies)"
             if self.partition.priority
             else "all pulls at once",

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from archbench.record.schema import first_point_at
 from archbench.settings import SETTINGS, parse_shape
 
 # Settings that change which updates are applied (besides the global batch); the others of a
@@ -67,12 +68,8 @@ def convergence_key(config: dict[str, Any], workers: int) -> str:
 
 
 def first_reach(record: dict[str, Any], target: float) -> tuple[int, float] | None:
-    """(step, training seconds) of the first evaluation at or above `target`, or None."""
-    for point in (record.get("timing") or {}).get("epochs") or []:
-        accuracy = point.get("test_accuracy") if isinstance(point, dict) else None
-        if accuracy is not None and accuracy >= target:
-            return int(point["step"]), float(point["train_s"])
-    return None
+    """(step, training seconds) of a run's first evaluation at or above `target`, or None."""
+    return first_point_at(list((record.get("timing") or {}).get("epochs") or []), target)
 
 
 @dataclass(frozen=True)
