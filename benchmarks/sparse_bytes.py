@@ -100,8 +100,9 @@ def print_crossover(rows: list[dict]) -> None:
         "rows are touched per step"
     )
     print(
-        "p2p: the gradient phase sends only the touched rows (index runs: 8 bytes per row), "
-        "the parameter phase stays dense: at most a halving of the bytes"
+        "p2p: the gradient phase sends only the touched rows (index runs: 8 bytes per row) "
+        "and the return phase the averaged gradient of the rows any worker touched, the same "
+        "way: sparse sends fewer bytes while the touched rows' union stays under the table"
     )
 
 

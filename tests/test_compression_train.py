@@ -5,7 +5,9 @@ mlp has N = 101,770 parameters (407,080 bytes); at --compression-ratio 0.01 a wo
 k = ceil(1017.7) = 1018 entries per step. With W = 2 the dense ring sends 2(W-1)/W x 407,080 =
 407,080 bytes per worker per step. Four runs: ring top-k, ring PowerSGD, p2p top-k (with a
 error feedback, no warm-up), synchronous ps top-k; the warm-up's schedule is checked in
-tests/test_compression.py.
+tests/test_compression.py. p2p's owners send back the averaged gradient at the selected entries,
+and every worker updates its whole replica: with every entry kept, that is the dense exchange's
+update bit for bit.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ SHORT = ["--model", "mlp", "--steps", "20", "--eval-samples", "1000", "--seed", 
 
 
 def run(tmp_path, np: int, *args: str) -> dict:
-    out = tmp_path / "r.jsonl"
+    out = tmp_path / f"{'-'.join(args)}.jsonl"
     proc, records = run_train([*SHORT, *args], out=out, launcher="mpirun", np=np)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert len(records) == 1
@@ -68,7 +70,7 @@ def test_ring_powersgd_allreduces_rank_two_factors(tmp_path):
     assert digests[0] == digests[1]
 
 
-def test_p2p_topk_sends_each_owner_its_entries_and_parameters_dense(tmp_path):
+def test_p2p_topk_sends_each_owner_its_entries_and_gets_the_average_back_sparse(tmp_path):
     record = run(tmp_path, 2, "--arch", "p2p", "--compression", "topk")
     comm = record["comm"]
     compression = comm["compression"]
@@ -80,14 +82,34 @@ def test_p2p_topk_sends_each_owner_its_entries_and_parameters_dense(tmp_path):
         compression["own_shard_entries_total_per_rank"],
     )
     assert [s + 8 * o for s, o in zip(sent, own)] == [8 * kept, 8 * kept]
-    # parameters travel back dense: half the vector to the other worker, every step
+    # the owner sends back the average at the entries either worker selected, 8 bytes each:
+    # at most both workers' entries in its shard, and never the dense shard here
     shard = PARAM_BYTES // 2
-    assert comm["bytes_sent_per_step"] == compression["gradient_bytes_sent_per_step"] + shard
-    # the gradient phase sends at most 8k = 8,144 bytes a step: >= 20x below dense (203,540)
-    assert compression["dense_gradient_bytes_per_step"] == shard
-    assert 0 < compression["gradient_bytes_sent_per_step"] <= 8 * K
-    assert shard / compression["gradient_bytes_sent_per_step"] >= 20
+    assert compression["dense_returns_per_rank"] == [0, 0]
+    returned = compression["returned_entries_per_step_per_rank"][0]  # rank 0 writes the record
+    assert compression["return_bytes_sent_per_step"] == pytest.approx(8 * returned, abs=1)
+    assert 0 < returned <= 2 * K
+    assert comm["bytes_sent_per_step"] == (
+        compression["gradient_bytes_sent_per_step"] + compression["return_bytes_sent_per_step"]
+    )
+    assert compression["dense_bytes_per_step"] == 2 * shard == PARAM_BYTES
+    assert compression["achieved_ratio"] >= 20 and PARAM_BYTES / comm["bytes_sent_per_step"] >= 20
     assert comm["params_identical_across_ranks"] is True
+
+
+def test_p2p_topk_keeping_every_entry_is_the_dense_update_bit_for_bit(tmp_path):
+    """Every worker updating its whole replica from the returned average gives the bits of the
+    owners updating their shards (the dense exchange): the same float32 operations."""
+    dense = run(tmp_path, 2, "--arch", "p2p")
+    every = run(
+        tmp_path, 2, "--arch", "p2p", "--compression", "topk", "--compression-ratio", "1",
+        "--error-feedback", "off",
+    )  # fmt: skip
+    for key in ("param_digest_per_rank", "final_loss", "test_accuracy"):
+        assert every["result"][key] == dense["result"][key], key
+    # everything selected: the average goes back dense, as many bytes as the parameters
+    assert every["comm"]["compression"]["dense_returns_per_rank"] == [20, 20]
+    assert every["comm"]["compression"]["return_bytes_sent_per_step"] == PARAM_BYTES // 2
 
 
 def test_ps_topk_pushes_values_and_int64_indices(tmp_path):

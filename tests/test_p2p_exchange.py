@@ -57,3 +57,29 @@ def test_benchmark_rejects_a_non_positive_size():
     )
     assert proc.returncode != 0
     assert "--elements must be positive" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "elements,share,encoding,back",
+    [
+        (1001, "0.01", "single", "sparse"),  # top-k: few entries, they travel back sparse
+        (1001, "0.6", "single", "dense"),  # most entries selected: dense is fewer bytes
+        (4000, "0.02", "runs", "sparse"),  # touched rows as index runs, both ways
+    ],
+)
+def test_sparse_exchange_returns_the_average_bit_for_bit_in_the_smaller_encoding(
+    elements, share, encoding, back
+):
+    command = ["mpirun", "-np", "3", "--oversubscribe", sys.executable]
+    command += ["tests/mpi_sparse_exchange.py", str(elements), share, encoding]
+    proc = subprocess.run(
+        command, cwd=REPO, env=launch_env(), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert len(lines) == 1, proc.stdout
+    ranks = json.loads(lines[0])
+    assert sorted(r["rank"] for r in ranks) == [0, 1, 2]
+    assert [r["problems"] for r in ranks] == [[], [], []]
+    # three steps a rank: every return dense, or none
+    assert {r["dense_returns"] for r in ranks} == ({3} if back == "dense" else {0})

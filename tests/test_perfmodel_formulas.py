@@ -267,10 +267,11 @@ def test_compressed_exchanges_are_priced_by_the_bytes_they_send() -> None:
     # 2 * 2e-5 + 10,000 * 8e-9 = 1.2e-4
     shaped = {"compression": "powersgd", "variable_shapes": ((1000, 250),)}
     assert comm("ring", ring, **shaped) == pytest.approx(1.2e-4)
-    # p2p W=2: half the kept entries go to the other owner (10,000 B: 8e-5), the parameter
-    # shard comes back dense (5e5 B: 4e-3), plus 2 * 1e-5
+    # p2p W=2: half the kept entries go to the other owner (10,000 B: 8e-5); the owner sends
+    # back the average at the entries either worker selected, at most both workers' 1,250 in
+    # its shard (2,500 x 8 = 20,000 B: 1.6e-4; its dense shard would be 5e5 B), plus 2 * 1e-5
     p2p = default_placement("p2p", 2, 0, "dedicated", None)
-    assert comm("p2p", p2p, compression="topk") == pytest.approx(4.1e-3)
+    assert comm("p2p", p2p, compression="topk") == pytest.approx(2.6e-4)
     # ps sync, 2 workers: each pushes 2,500 x (4 + 8) = 30,000 B (the server takes 6e4 B:
     # 4.8e-4) and pulls 1e6 B (2e6 B out of the server: 1.6e-2), plus 2 * 1e-5
     ps = default_placement("ps", 2, 1, "dedicated", None)
@@ -305,11 +306,15 @@ def test_sparse_rows_priced_by_hand() -> None:
     ring = predict_step(config("ring", "sparse"), ModelParams(), calib)
     assert ring.comm_s == pytest.approx((440_000 + 528_000) * 8e-9 + 2 * ALPHA)
     # p2p: the gradient phase sends the other owner half of the rows (int32 indices) and of the
-    # dense rest; the parameter phase stays dense (momentum moves every row)
+    # dense rest; the owner sends back the average of at most both workers' 1,000 rows (a run,
+    # 8 index bytes, each) and of the dense rest, half of it in its shard: 352,000 B, not
+    # the dense shard's 1,500,000
     p2p_sparse = predict_step(config("p2p", "sparse"), ModelParams(), calib)
     p2p_dense = predict_step(config("p2p", "dense"), ModelParams(), calib)
     gradient_phase_saved = (total - (440_000 + 500 * 260)) / 2 * 8e-9
-    assert p2p_dense.comm_s - p2p_sparse.comm_s == pytest.approx(gradient_phase_saved)
+    return_phase_saved = (total / 2 - (440_000 + 1_000 * 264) / 2) * 8e-9
+    saved = gradient_phase_saved + return_phase_saved
+    assert p2p_dense.comm_s - p2p_sparse.comm_s == pytest.approx(saved)
     # without a row count, or with the exchange dense, the embedding is priced dense
     unpriced = StepConfig(
         "ps", "toy", 32, total, default_placement("ps", 2, 1, "dedicated", None),

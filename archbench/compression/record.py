@@ -71,13 +71,15 @@ def p2p_compression(
     spec: CompressionSpec, plan, rank: int, exchange, steps: int, facts: list[dict]
 ) -> dict[str, Any]:
     """p2p's `comm.compression` for top-k: this worker's measured bytes against the dense
-    exchange's for the same shard plan, the gradient phase alone, and per rank the gradient
-    bytes sent and the selected entries that stayed in the rank's own shard (over the run)."""
+    exchange's for the same shard plan, each phase alone, and per rank the gradient bytes sent
+    and the selected entries that stayed in the rank's own shard (over the run)."""
     done = max(1, steps)
     sent = exchange.bytes_sent // done
     dense = plan.bytes_sent_per_step(rank)
     dense_gradient = plan.total_bytes - plan.shard_bytes(rank)
     gradient = exchange.gradient_bytes_sent // done
+    returned = (exchange.bytes_sent - exchange.gradient_bytes_sent) // done
+    dense_returned = plan.bytes_sent_per_step(rank) - dense_gradient
     return {
         **spec.as_record(),
         "elements": plan.elements,
@@ -88,11 +90,16 @@ def p2p_compression(
         "gradient_bytes_sent_per_step": gradient,
         "dense_gradient_bytes_per_step": dense_gradient,
         "gradient_ratio": _ratio(dense_gradient, gradient),
+        "return_bytes_sent_per_step": returned,
+        "dense_return_bytes_per_step": dense_returned,
+        "return_ratio": _ratio(dense_returned, returned),
         # each kept entry went to its owner (8 bytes) or stayed in the rank's own shard
         "gradient_bytes_sent_total_per_rank": [fact["gradient_sent"] for fact in facts],
         "own_shard_entries_total_per_rank": [fact["own_entries"] for fact in facts],
         "exchange": "point-to-point: each owner's entries of the selection, values and "
-        "indices in one message; owners average dense; parameters back dense",
+        "indices in one message; each owner averages them and sends every peer the average at "
+        "the entries any worker selected (values and indices, or dense where that is fewer "
+        "bytes)",
     }
 
 

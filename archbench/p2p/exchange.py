@@ -8,7 +8,11 @@ Two phases per step, both on one flat float32 vector split by a `ShardPlan`:
    `reduce_scatter_sparse_mean(indices, values)` sends each owner only the selected entries of
    its shard, values and indices (`archbench.p2p.sparse`), and the owner averages them dense.
 2. `allgather(params)`: every owner sends its fresh parameter shard to every peer; each worker
-   receives the other shards straight into their place in its full parameter vector.
+   receives the other shards straight into their place in its full parameter vector. After a
+   sparse first phase, `allgather_sparse_mean(gradient)` sends instead the owner's averaged
+   shard as the entries any worker selected (values and indices: with momentum every entry of
+   the updated parameters changes, so they could only travel dense), or dense when that is
+   fewer bytes; each worker assembles the full averaged gradient and updates its whole replica.
 
 Receives are posted before any send, so no schedule can deadlock. Sends go out in rounds: in round
 i a worker sends to one peer and waits for that send to complete (its buffer handed over to MPI
@@ -72,6 +76,10 @@ class ShardExchange:
         self.gradient_bytes_sent = 0  # the gradient phase's share of bytes_sent
         self.sparse_buffers: tuple[np.ndarray, np.ndarray] | None = None
         self.own_entries_total = 0  # entries of this worker's selections in its own shard
+        self.selected = np.empty(0, dtype=np.int32)  # own-shard entries any worker selected
+        self.return_buffers: list[np.ndarray] | None = None
+        self.returned_entries_total = 0  # entries of its averaged shard this owner sent back
+        self.dense_returns = 0  # sparse steps whose averaged shard went back dense
 
     @property
     def own_range(self) -> tuple[int, int]:
@@ -152,8 +160,54 @@ class ShardExchange:
         ]
         parts.insert(self.rank, (indices[first:last] - np.int32(self.start), values[first:last]))
         sparse.sparse_mean(parts, self.averaged)
+        self.selected = sparse.union([part[0] for part in parts])
         self.own_entries_total += last - first
         return self.averaged
+
+    def allgather_sparse_mean(self, gradient: np.ndarray, runs: bool = False) -> None:
+        """The second phase after `reduce_scatter_sparse_mean`: `gradient` (the full vector)
+        becomes the average over all workers. This owner sends its averaged shard to every peer
+        as the entries any worker selected (outside them the average is exactly 0), values and
+        indices (as runs with `runs`), or dense when that message would not be smaller; the
+        other owners' shards are received into place."""
+        self._check_vector(gradient)
+        np.copyto(gradient[self.start : self.stop], self.averaged)
+        if not self.peers:
+            return
+        pack = sparse.pack_runs if runs else sparse.pack
+        unpack = sparse.unpack_runs if runs else sparse.unpack
+        if self.return_buffers is None:  # a message is never longer than the sender's shard
+            self.return_buffers = [
+                np.empty(max(self.plan.length(peer), 1), dtype=np.int32) for peer in self.peers
+            ]
+            self.return_buffers.append(np.empty(3 * len(self.averaged) + 1, dtype=np.int32))
+        *incoming, outgoing = self.return_buffers
+        receives = [
+            self.comm.Irecv(incoming[row], source=peer, tag=PARAMETER_TAG)
+            for row, peer in enumerate(self.peers)
+        ]
+        selected = self.selected
+        message = pack(self.averaged[selected], selected, outgoing)
+        if len(message) >= len(self.averaged):  # dense is no more bytes: send the shard as is
+            message = self.averaged.view(np.int32)  # the float32 bits, as every message
+            self.dense_returns += 1
+            self.returned_entries_total += len(self.averaged)
+        else:
+            self.returned_entries_total += len(selected)
+        for target in self.targets:
+            self.comm.Isend(message, dest=target, tag=PARAMETER_TAG).Wait()
+        self.mpi.Request.Waitall(receives, self.statuses)
+        self._count(message.nbytes * len(self.targets), self._received_bytes(), accumulate=True)
+        for row, peer in enumerate(self.peers):
+            low, high = self.plan.bounds(peer)
+            words = self.statuses[row].Get_count(self.mpi.INT)
+            place = gradient[low:high]
+            if words == high - low:  # dense: a sparse message is always shorter
+                np.copyto(place, incoming[row][:words].view(np.float32))
+            else:
+                local, values = unpack(incoming[row], words)
+                place.fill(0.0)
+                place[local] = values
 
     def allgather(self, params: np.ndarray) -> None:
         """Sends this worker's shard of `params` to every peer and receives theirs in place."""

@@ -45,6 +45,13 @@ def sparse_mean(contributions: list[tuple[np.ndarray, np.ndarray]], out: np.ndar
     np.divide(out, np.float32(len(contributions)), out=out)
 
 
+def union(index_sets: list[np.ndarray]) -> np.ndarray:
+    """The ascending int32 indices that appear in any of `index_sets`."""
+    if not index_sets:
+        return np.empty(0, dtype=np.int32)
+    return np.unique(np.concatenate(index_sets)).astype(np.int32, copy=False)
+
+
 # --- row shards (--sparse-exchange sparse): indices sent as runs ---------------------------------
 # An embedding's touched rows are runs of consecutive entries (a row each) and a dense variable is
 # one run, so a message of rows carries run starts and lengths instead of one index per entry:

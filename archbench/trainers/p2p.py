@@ -11,9 +11,15 @@ of about equal bytes (`archbench.p2p.shards.ShardPlan`, recorded as `comm.shard_
    its shard, then sends the fresh shard to every peer (`archbench.p2p.exchange.ShardExchange`);
 3. every worker writes the full vector back into its model's variables.
 
-With `--compression topk` step 2 sends each owner only the entries of this worker's top-k
-selection (with error feedback: `archbench.compression.topk.TopK`) that fall in the owner's
-shard, values and indices; the owner averages them dense, and parameters travel back dense.
+With `--compression topk` (or `--sparse-exchange sparse`) step 2 sends each owner only the
+entries of this worker's top-k selection (with error feedback: `archbench.compression.topk.TopK`;
+or its touched rows) that fall in the owner's shard, values and indices; the owner averages them
+and sends back, instead of its updated parameters, the averaged gradient at the entries any
+worker selected (dense when that is fewer bytes). With momentum every entry of the updated
+parameters changes, so parameters could only travel dense; the averaged gradient stays sparse.
+Every worker then applies SGD with momentum to its whole replica, holding momentum for the
+whole vector (as ring does): the same float32 operations on the same averaged gradient as an
+owner's, so the same bits as if each owner had updated its shard and sent it back.
 
 No MPI collective moves gradients or parameters; collectives are used only to set up (one
 broadcast of the initial parameters) and for small facts (allgather of Python objects). The
@@ -100,6 +106,10 @@ class P2PTrainer(Trainer):
         self.own_params = self.params[start:stop]
         self.sgd = ShardSGD(stop - start, self.config.lr, self.config.momentum)
         self.local_sgd: ShardSGD | None = None  # --sync-every: this worker's own momentum
+        # sparse exchanges: the averaged gradient comes back sparse and every worker updates
+        # its whole replica with momentum for the whole vector
+        self.replica_sgd: ShardSGD | None = None
+        self.full_gradient: np.ndarray | None = None
         self.steps_done = 0
         self.spec = CompressionSpec.from_config(self.config)
         self.topk = TopK(self.plan.elements, self.spec) if self.spec.sparse else None
@@ -189,13 +199,19 @@ class P2PTrainer(Trainer):
             return
         if self.partition.active:
             self.exchange.reduce_apply_gather(gradient, self.params, self._update_piece)
+        elif self.row_sparse or self.topk is not None:
+            selection = gradient if self.row_sparse else self.topk.select(gradient)
+            runs = bool(self.row_sparse)  # rows travel as index runs
+            self.exchange.reduce_scatter_sparse_mean(*selection, runs=runs)
+            if self.replica_sgd is None:
+                self.replica_sgd = ShardSGD(
+                    self.plan.elements, self.config.lr, self.config.momentum
+                )
+                self.full_gradient = np.empty(self.plan.elements, dtype=np.float32)
+            self.exchange.allgather_sparse_mean(self.full_gradient, runs=runs)
+            self.replica_sgd.apply(self.params, self.full_gradient)
         else:
-            if self.row_sparse:
-                averaged = self.exchange.reduce_scatter_sparse_mean(*gradient, runs=True)
-            elif self.topk is not None:
-                averaged = self.exchange.reduce_scatter_sparse_mean(*self.topk.select(gradient))
-            else:
-                averaged = self.exchange.reduce_scatter_mean(gradient)
+            averaged = self.exchange.reduce_scatter_mean(gradient)
             self.sgd.apply(self.own_params, averaged)
             self.exchange.allgather(self.params)
         self._assign(self.params)
@@ -304,6 +320,8 @@ class P2PTrainer(Trainer):
                 "received": self.exchange.bytes_received // steps,
                 "gradient_sent": self.exchange.gradient_bytes_sent,
                 "own_entries": self.exchange.own_entries_total,
+                "returned_entries": self.exchange.returned_entries_total,
+                "dense_returns": self.exchange.dense_returns,
             }
         )
         differing = [
@@ -324,8 +342,11 @@ class P2PTrainer(Trainer):
                 self.config.sparse_exchange,
                 [v.name for v in sparse_rows.embedding_variables(self.model)],
                 "each owner gets the touched rows (unique, summed) in its shard and every entry "
-                "of the other variables, float32 values with int32 index runs; parameters dense",
+                "of the other variables, float32 values with int32 index runs, and sends back "
+                "the averaged gradient of the rows any worker touched the same way; every "
+                "worker updates its whole replica",
                 self.rows_sent / steps if self.row_sparse else None,
+                **(self._return_record(facts) if self.row_sparse else {}),
             ),
             "densified_gradients": sorted(set(self.densified)),
             "params_identical_across_ranks": True,
@@ -337,12 +358,14 @@ class P2PTrainer(Trainer):
         if self.row_sparse:
             return (
                 "touched rows and dense variables: float32 values and int32 index runs "
-                "(start, length); parameters dense float32"
+                "(start, length), both ways (the averaged gradient back, dense where that is "
+                "fewer bytes)"
             )
         if self.topk is not None:
             return (
-                "top-k values (float32) and shard indices (int32), "
-                "parameters dense float32 (IndexedSlices densified)"
+                "top-k values (float32) and shard indices (int32), both ways (the averaged "
+                "gradient of the selected entries back, dense where that is fewer bytes; "
+                "IndexedSlices densified)"
             )
         return "dense float32 (IndexedSlices densified)"
 
@@ -352,4 +375,15 @@ class P2PTrainer(Trainer):
         from archbench.compression.record import p2p_compression
 
         args = (self.spec, self.plan, self.rank, self.exchange, self.steps_done, facts)
-        return {"compression": p2p_compression(*args)}
+        return {"compression": {**p2p_compression(*args), **self._return_record(facts)}}
+
+    def _return_record(self, facts: list[dict]) -> dict:
+        """What the owners sent back after a sparse gradient phase, per rank over the run."""
+        return {
+            "returned_entries_per_step_per_rank": [
+                fact["returned_entries"] / max(1, self.steps_done) for fact in facts
+            ],
+            "dense_returns_per_rank": [fact["dense_returns"] for fact in facts],
+            "update": "each owner sends back its averaged shard at the entries any worker "
+            "selected; every worker applies SGD with momentum to its whole replica",
+        }

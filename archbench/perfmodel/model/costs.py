@@ -68,8 +68,9 @@ def p2p_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: 
     network = network_for(config, arch, calib)
     message = float(config.param_bytes)
     parts = F.p2p_exchange_placed_parts(
-        message, workers, network, 1.0, arch.gamma_s_per_byte, sparse_push_bytes(config)
-    )
+        message, workers, network, 1.0, arch.gamma_s_per_byte, sparse_push_bytes(config),
+        sparse_return_bytes(config),
+    )  # fmt: skip
     return _overlapped(parts, compute, arch)
 
 
@@ -204,6 +205,32 @@ def sparse_push_bytes(config: StepConfig) -> float | None:
         return float(kept * (VALUE_BYTES + PS_INDEX_BYTES))
     workers = len(config.placement.worker_hosts)
     return kept * (VALUE_BYTES + INDEX_BYTES) * (workers - 1) / workers
+
+
+def sparse_return_bytes(config: StepConfig) -> float | None:
+    """What a p2p owner sends each peer per step after a sparse gradient phase: the averaged
+    gradient at the entries any worker selected, at most every worker's selection in its shard
+    (no two alike: an upper bound, the record's `returned_entries_per_step_per_rank` holds the
+    measured union), or its dense shard where that is fewer bytes; None for a dense exchange."""
+    from archbench.compression import INDEX_BYTES, VALUE_BYTES
+    from archbench.sparse_rows import INDEX_BYTES_P2P
+
+    if config.arch != "p2p":
+        return None
+    workers = len(config.placement.worker_hosts)
+    shard = float(config.param_bytes) / workers
+    rows = sparse_rows(config)
+    if rows is not None:
+        union = min(workers * rows.touched, float(config.embedding_shape[0]))
+        return min(
+            shard, (rows.dense_bytes + union * (rows.row_bytes + 2 * INDEX_BYTES_P2P)) / workers
+        )
+    spec = _spec(config)
+    if spec.method != "topk":
+        return None
+    elements = int(float(config.param_bytes) // VALUE_BYTES)
+    union = min(float(spec.kept(0, elements)), elements / workers)
+    return min(shard, union * (VALUE_BYTES + INDEX_BYTES))
 
 
 def sparse_pull_bytes(config: StepConfig) -> float | None:

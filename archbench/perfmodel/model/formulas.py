@@ -294,14 +294,17 @@ def p2p_exchange_placed_s(
     contention: float = 1.0,
     gamma_s_per_byte: float = 0.0,
     gradient_bytes: float | None = None,
+    return_bytes: float | None = None,
 ) -> float:
     """Sharded exchange with placement: phase 1 every worker sends M/W to each owner, phase 2
     every owner sends its M/W shard to each peer; each phase is bounded by the busiest link.
     `gradient_bytes`: what phase 1 sends in all per worker when it is not the shards (top-k),
-    spread evenly over the other owners."""
+    spread evenly over the other owners; `return_bytes`: what phase 2 sends each peer when it is
+    not the shard (the averaged gradient at the selected entries)."""
     parts = p2p_exchange_placed_parts(
-        message_bytes, worker_hosts, network, contention, gamma_s_per_byte, gradient_bytes
-    )
+        message_bytes, worker_hosts, network, contention, gamma_s_per_byte, gradient_bytes,
+        return_bytes,
+    )  # fmt: skip
     return sum(parts.values())
 
 
@@ -312,6 +315,7 @@ def p2p_exchange_placed_parts(
     contention: float = 1.0,
     gamma_s_per_byte: float = 0.0,
     gradient_bytes: float | None = None,
+    return_bytes: float | None = None,
 ) -> dict[str, float]:
     """The sharded exchange's time split into LATENCY, LINK and HOST (as the ring's)."""
     w = len(worker_hosts)
@@ -323,12 +327,9 @@ def p2p_exchange_placed_parts(
             (worker_hosts[i], worker_hosts[j], each) for i in range(w) for j in range(w) if i != j
         ]
 
-    if gradient_bytes is None:
-        both_phases = phase_s(flows(message_bytes / w), network, repeats=2)
-    else:
-        both_phases = phase_s(flows(gradient_bytes / (w - 1)), network) + phase_s(
-            flows(message_bytes / w), network
-        )
+    gradient_each = message_bytes / w if gradient_bytes is None else gradient_bytes / (w - 1)
+    returned_each = message_bytes / w if return_bytes is None else return_bytes
+    both_phases = phase_s(flows(gradient_each), network) + phase_s(flows(returned_each), network)
     alpha = network.inter.alpha_s if _crosses_hosts(worker_hosts) else network.intra.alpha_s
     return {
         LATENCY: 2 * (w - 1) * alpha,
