@@ -16,11 +16,12 @@ round-robin, by hash or by use); both resumable, so a second call only prints. P
 - per partitioning: the time each step took to compute, the share of row traffic that went to a
   server other than the worker's partner, and how much less than round-robin that is.
 
-Usage: python benchmarks/sparse_bytes.py [--no-run]
+Usage: python benchmarks/sparse_bytes.py [--no-run] [--study S.yaml] [--partition-study P.yaml]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -133,8 +134,16 @@ def print_partitions(records: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    folder = run_study("sparse_bytes.py", str(ROOT / "runs/sparse.yaml"), argv)
-    partitions = run_study("sparse_bytes.py", str(ROOT / "runs/sparse-partition.yaml"), argv)
+    parser = argparse.ArgumentParser(prog="sparse_bytes.py")
+    parser.add_argument("--study", default=str(ROOT / "runs/sparse.yaml"))
+    parser.add_argument("--partition-study", default=str(ROOT / "runs/sparse-partition.yaml"))
+    parser.add_argument("--no-run", action="store_true", help="only print the recorded runs")
+    args = parser.parse_args(argv)
+    no_run = ["--no-run"] if args.no_run else []
+    folder = run_study("sparse_bytes.py", args.study, ["--study", args.study, *no_run])
+    partitions = run_study(
+        "sparse_bytes.py", args.partition_study, ["--study", args.partition_study, *no_run]
+    )
     if folder is None or partitions is None:
         return 1
     rows = [run_row(r) for r in load(folder)]

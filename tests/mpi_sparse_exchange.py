@@ -62,7 +62,7 @@ def main() -> int:
         if gradient.tobytes() != expected.tobytes():
             problems.append(f"step {step}: rank {rank}'s average differs from the expected bits")
         start, stop = plan.bounds(rank)
-        own = sparse.union([i[(i >= start) & (i < stop)] - start for i, _ in chosen])
+        own = np.unique(np.concatenate([i[(i >= start) & (i < stop)] - start for i, _ in chosen]))
         words = 1 + len(own) + 2 * len(sparse.runs_of(own)[0]) if runs else 2 * len(own)
         dense = words >= stop - start
         dense_returns += dense

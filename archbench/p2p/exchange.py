@@ -160,7 +160,7 @@ class ShardExchange:
         ]
         parts.insert(self.rank, (indices[first:last] - np.int32(self.start), values[first:last]))
         sparse.sparse_mean(parts, self.averaged)
-        self.selected = sparse.union([part[0] for part in parts])
+        self.selected = sparse.union([part[0] for part in parts], len(self.averaged))
         self.own_entries_total += last - first
         return self.averaged
 
