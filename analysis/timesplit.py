@@ -1,6 +1,8 @@
 """Where the time goes: each step split into compute (forward + backward) and the
-communication that compute did not hide, per architecture × workers (× link bandwidth); where
-that share is largest, and how the step grows on a slower link, are its findings."""
+communication that compute did not hide, per architecture × workers (× link bandwidth × the
+communication reduction, where the study varied them); where that share is largest, how the step
+grows on a slower link, and what each reduction (pieces and priority among them) changed in the
+exposed communication, are its findings."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ from archbench.analysis.fmt import as_percent, in_ms, num, pct
 from archbench.analysis.load import Study, format_level, level_sort_key
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.analysis.stats import best_per_group, per_config
+from archbench.analysis.tradeoff import reduction_of
 
 KEY, TITLE = "timesplit", "Where the time goes"
+NONE = "none"  # the reduction of a run with none (analysis.tradeoff.describe)
 
 HOW_TO_READ = (
     "Each bar is one step of the fastest configuration of an architecture at a worker count "
@@ -23,18 +27,25 @@ HOW_TO_READ = (
     "backward pass, median step); the upper part is communication that was not hidden behind "
     "compute (step time minus compute time). The percentage above a bar is that exposed "
     "communication's share of the step; the error bar is one standard deviation of the "
-    "step over repetitions; the black mark is the measured median step time."
+    "step over repetitions; the black mark is the measured median step time. Where the study "
+    "varied a communication reduction (compression, --sync-every, pieces and priority, sparse "
+    "rows, partitioning), each reduction has its own bar, so the same settings are compared; "
+    "the dotted box inside a p2p bar cut into pieces (--partition-mb, --priority on) is the "
+    "part of its exchange during which fresh pieces went back while gradient pieces were still "
+    "arriving (measured): the overlap the pieces gained."
 )
 COLUMNS = [
     Column("workload", "workload"),
     Column("arch", "arch"),
     Column("workers", "workers"),
     Column("link", "link"),
+    Column("reduction", "reduction"),
     Column("compute_s", "compute (ms)", in_ms),
     Column("exposed_comm_s", "exposed comm. (ms)", in_ms),
     Column("comm_s", "exchange (ms)", in_ms),
     Column("comm_share", "exposed share of step", as_percent),
     Column("hidden_share", "exchange hidden by overlap", as_percent),
+    Column("pipelined_s", "p2p pieces pipelined (ms)", in_ms),
     Column("n", "reps"),
 ]
 
@@ -44,11 +55,14 @@ def split_columns(ok: pd.DataFrame) -> list[str]:
     distributed = ok[ok["arch"] != "single"]
     if distributed["link"].map(str).nunique() > 1:
         columns.append("link")
+    if ok["reduction"].nunique() > 1:  # compare like with like: a bar per reduction
+        columns.append("reduction")
     return columns
 
 
 def timesplit_table(study: Study) -> pd.DataFrame:
     ok = study.ok.dropna(subset=["compute_s", "exposed_comm_s", "workers"]).copy()
+    ok["reduction"] = reduction_of(ok)
     keys = split_columns(ok)
     ok["split_step_s"] = ok["compute_s"] + ok["exposed_comm_s"]
     # The same choice as the throughput figure: the fastest configuration of each group.
@@ -71,6 +85,7 @@ def timesplit_table(study: Study) -> pd.DataFrame:
             exposed_comm_s=runs["exposed_comm_s"].mean(),
             comm_s=runs["comm_s"].mean(),
             step_s=runs["step_s"].mean(),
+            pipelined_s=runs["pipelined_s"].mean(),
             split_step_std=runs["split_step_s"].std(),
             exposed_from=sources.pop() if len(sources) == 1 else "mixed",
         )
@@ -85,18 +100,25 @@ def timesplit_table(study: Study) -> pd.DataFrame:
         )
         rows.append(row)
     table = pd.DataFrame(rows)
-    order = [
-        tuple(plotting.arch_sort_key(r[c]) if c == "arch" else level_sort_key(r[c]) for c in keys)
-        for _, r in table.iterrows()
-    ]
+    order = [tuple(_sort_key(c, r[c]) for c in keys) for _, r in table.iterrows()]
     table = table.iloc[sorted(range(len(table)), key=lambda i: order[i])]
     return table.reset_index(drop=True)
+
+
+def _sort_key(column: str, level: object) -> object:
+    if column == "arch":
+        return plotting.arch_sort_key(level)
+    if column == "reduction":  # no reduction first, then the others
+        return (level != NONE, str(level))
+    return level_sort_key(level)
 
 
 def bar_label(row: pd.Series, with_link: bool) -> str:
     label = f"{row['arch']}\n{format_level(row['workers'])} w"
     if with_link and row["arch"] != "single":  # one process: no link to cross
         label += f" · {format_level(row['link'])}"
+    if "reduction" in row.index and row["reduction"] != NONE:
+        label += "\n" + str(row["reduction"]).replace(", ", "\n")
     return label
 
 
@@ -128,6 +150,21 @@ def plot_timesplit(table: pd.DataFrame, fig_dir: Path) -> FigureFile:
             edgecolor="white",
             label=comm_label,
         )
+        # p2p pieces: the measured stretch of the exchange in which its two phases overlapped
+        pipelined_ms = np.fmin(1000 * part["pipelined_s"].fillna(0.0), comm_ms)
+        overlapped = (pipelined_ms > 0).to_numpy()
+        if overlapped.any():
+            ax.bar(
+                xs[overlapped],
+                pipelined_ms[overlapped],
+                bottom=compute_ms[overlapped],
+                width=0.5,
+                fill=False,
+                edgecolor="black",
+                linestyle=":",
+                linewidth=1.2,
+                label="of it, both phases at once (p2p pieces, measured)",
+            )
         total = compute_ms + comm_ms
         spread = 1000 * part["split_step_std"].fillna(0.0)
         ax.errorbar(xs, total, yerr=spread, fmt="none", ecolor="black", capsize=3)
@@ -223,7 +260,35 @@ def timesplit_findings(table: pd.DataFrame) -> list[str]:
         )
     if "link" in data.columns and data["link"].map(str).nunique() > 1:
         text += " " + _link_sentence(data)
-    return [text]
+    return [text, *_reduction_sentences(data)]
+
+
+def _reduction_sentences(data: pd.DataFrame) -> list[str]:
+    """Per architecture (and workload, workers, link), each reduction's exposed communication
+    beside the unreduced exchange's, with what p2p measured of its pieces' overlap."""
+    if "reduction" not in data.columns:
+        return []
+    others = [c for c in ("workload", "arch", "workers", "link") if c in data.columns]
+    sentences = []
+    for _, rows in data.groupby(others, sort=False):
+        whole = rows[rows["reduction"] == NONE]
+        variants = rows[rows["reduction"] != NONE]
+        if whole.empty or variants.empty:
+            continue
+        reference = whole.iloc[0]
+        parts = []
+        for _, row in variants.iterrows():
+            part = f"{row['reduction']} {num(1000 * row['exposed_comm_s'])} ms"
+            if row["pipelined_s"] > 0:
+                part += f" ({num(1000 * row['pipelined_s'])} ms of it with both phases at once)"
+            parts.append(part)
+        sentences.append(
+            f"{_where(reference)} ({reference['workload']}): exposed communication "
+            f"{num(1000 * reference['exposed_comm_s'])} ms with no reduction; "
+            + "; ".join(parts)
+            + "."
+        )
+    return sentences
 
 
 def _link_sentence(data: pd.DataFrame) -> str:
@@ -254,7 +319,10 @@ def build(study: Study, fig_dir: Path) -> Section:
             "no successful run recorded both compute and communication times",
         )
     table = timesplit_table(study)
-    section.tables.append(Table("timesplit", "Compute and communication per step", table, COLUMNS))
+    columns = [  # p2p's pieces are the only runs that measure their overlap
+        c for c in COLUMNS if c.name != "pipelined_s" or table["pipelined_s"].notna().any()
+    ]
+    section.tables.append(Table("timesplit", "Compute and communication per step", table, columns))
     section.findings += timesplit_findings(table)
     if (table["exposed_from"] != "exposed_comm_s").any():
         section.notes.append(

@@ -155,3 +155,29 @@ def test_a_reduction_is_compared_with_the_reference_of_its_own_other_settings(tm
         "arch=p2p sparse_exchange=sparse vocab_size=2000": pytest.approx(2.0),
         "arch=p2p sparse_exchange=sparse vocab_size=20000": pytest.approx(12.0),
     }
+
+
+def test_the_time_split_has_a_bar_per_reduction_with_the_overlap_pieces_gained(study_file):
+    from archbench.analysis import timesplit
+
+    records = [_record(name, rep) for name in CONFIGS for rep in (0, 1)]
+    for record in records:  # a compute phase of 4 ms; the rest of the median step exposed
+        step = record["timing"]["step_s_median"]
+        record["timing"].update(compute_s_median=0.004, comm_s_median=step - 0.004)
+        record["timing"]["exposed_comm_s"] = step - 0.004
+    study_file = write_jsonl(study_file.parent / "timed.jsonl", records)
+    table = timesplit.timesplit_table(load_study(study_file))
+    # the same settings compared: a bar per reduction, the unreduced one first
+    assert list(table["reduction"]) == ["none", "H=4", "pieces ≤ 0.05 MB, priority", "topk"]
+    pieces = table[table["reduction"] == "pieces ≤ 0.05 MB, priority"].iloc[0]
+    assert pieces["pipelined_s"] == pytest.approx(0.002)
+    assert table[table["reduction"] != "pieces ≤ 0.05 MB, priority"]["pipelined_s"].isna().all()
+    assert "pieces ≤ 0.05 MB" in timesplit.bar_label(pieces, with_link=False)
+    findings = timesplit.timesplit_findings(table)
+    compared = [f for f in findings if "with no reduction" in f]
+    assert len(compared) == 1 and "(2.00 ms of it with both phases at once)" in compared[0]
+    # without reductions: one bar per architecture and workers, as before
+    plain = load_study(
+        write_jsonl(study_file.parent / "plain.jsonl", [_record("dense", r) for r in (0, 1)])
+    )
+    assert "reduction" not in timesplit.timesplit_table(plain).columns
