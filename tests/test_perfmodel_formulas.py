@@ -268,7 +268,7 @@ def test_compressed_exchanges_are_priced_by_the_bytes_they_send() -> None:
     shaped = {"compression": "powersgd", "variable_shapes": ((1000, 250),)}
     assert comm("ring", ring, **shaped) == pytest.approx(1.2e-4)
     # p2p W=2: half the kept entries go to the other owner (10,000 B: 8e-5); the owner sends
-    # back the average at the entries either worker selected, at most both workers' 1,250 in
+    # back the average at the entries either worker selected, taken as both workers' 1,250 in
     # its shard (2,500 x 8 = 20,000 B: 1.6e-4; its dense shard would be 5e5 B), plus 2 * 1e-5
     p2p = default_placement("p2p", 2, 0, "dedicated", None)
     assert comm("p2p", p2p, compression="topk") == pytest.approx(2.6e-4)
@@ -306,7 +306,7 @@ def test_sparse_rows_priced_by_hand() -> None:
     ring = predict_step(config("ring", "sparse"), ModelParams(), calib)
     assert ring.comm_s == pytest.approx((440_000 + 528_000) * 8e-9 + 2 * ALPHA)
     # p2p: the gradient phase sends the other owner half of the rows (int32 indices) and of the
-    # dense rest; the owner sends back the average of at most both workers' 1,000 rows (a run,
+    # dense rest; the owner sends back the average of both workers' 1,000 rows, none alike (a run,
     # 8 index bytes, each) and of the dense rest, half of it in its shard: 352,000 B, not
     # the dense shard's 1,500,000
     p2p_sparse = predict_step(config("p2p", "sparse"), ModelParams(), calib)

@@ -209,9 +209,12 @@ def sparse_push_bytes(config: StepConfig) -> float | None:
 
 def sparse_return_bytes(config: StepConfig) -> float | None:
     """What a p2p owner sends each peer per step after a sparse gradient phase: the averaged
-    gradient at the entries any worker selected, at most every worker's selection in its shard
-    (no two alike: an upper bound, the record's `returned_entries_per_step_per_rank` holds the
-    measured union), or its dense shard where that is fewer bytes; None for a dense exchange."""
+    gradient at the entries any worker selected, or its dense shard where that is fewer bytes;
+    None for a dense exchange. The selections are taken as spread evenly over the shards and
+    disjoint: k entries a shard (top-k), W r rows in all (rows). That bounds the mean over the
+    owners (their unions hold at most W k entries together), not the busiest owner, which holds
+    more where the largest gradients gather in one shard; the record's
+    `returned_entries_per_step_per_rank` has the measured unions."""
     from archbench.compression import INDEX_BYTES, VALUE_BYTES
     from archbench.sparse_rows import INDEX_BYTES_P2P
 
