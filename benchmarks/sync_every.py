@@ -2,16 +2,19 @@
 
 Runs the study `runs/sync-every.yaml` (wide_mlp, 2 workers on the emulated cluster at 1 Gbit,
 H = 1 and H = 8, two repetitions; resumable, so a second call only prints) and prints, per
-architecture and H, from the probe steps' exchange phase (`timing.comm_s_median_by_kind`):
+architecture and H, from the probe steps' exchange phase (`timing.comm_s_median`,
+`timing.comm_s_median_by_kind`), two measures per training sample:
 
-- H = 1: every step exchanges the gradient: exchange per sample = the exchange phase's median /
-  the global batch;
-- H = 8: one step in 8 averages the models (its phase: the local update, then the parameter
-  exchange) and the 7 others only update locally (their phase: the update, nothing sent):
-  exchange per sample = (average + 7 x local) / (8 x the global batch). The local updates are
-  counted, so the ratio is what the steps really spent outside compute, not the wire alone;
-- the ratio H = 1 / H = 8 per architecture, with the range over the repetitions' pairs, and the
-  bytes sent per step (all steps) beside it.
+- exchange: the exchanging steps' phase only. H = 1: every step's (the gradient exchange and
+  the update), / the global batch; H = 8: the averaging step's (the local update, then the
+  parameter exchange), / 8 global batches;
+- outside compute: the exchange plus the local steps' phase (their update; nothing is sent):
+  H = 8: (average + 7 x local) / (8 x the global batch); H = 1 as above. This is what the steps
+  spent besides forward and backward: the optimizer updates that local steps still run keep it
+  from falling as far as the exchange.
+
+Then per architecture the ratio H = 1 / H = 8 of each, the median over the repetitions' pairs and
+their range, and the bytes sent per step (all steps) beside them.
 
 Usage: python benchmarks/sync_every.py [--study runs/sync-every.yaml] [--no-run]
 """
@@ -27,8 +30,9 @@ from study_run import run_study
 from archbench.record import read_records
 
 
-def exchange_per_sample(record: dict) -> float | None:
-    """Seconds of exchange phase per training sample (None where a kind was never probed)."""
+def per_sample(record: dict, with_local_steps: bool) -> float | None:
+    """Seconds of exchange phase per training sample, the local steps' phase included or not
+    (None where a kind was never probed)."""
     timing, config = record["timing"], record["config"]
     every = int(config.get("sync_every") or 1)
     batch = config["global_batch_size"]
@@ -36,9 +40,24 @@ def exchange_per_sample(record: dict) -> float | None:
         return timing["comm_s_median"] / batch
     by_kind = timing.get("comm_s_median_by_kind") or {}
     average, local = by_kind.get("average"), by_kind.get("local")
-    if average is None or local is None:
+    if average is None or (with_local_steps and local is None):
         return None
-    return (average + (every - 1) * local) / (every * batch)
+    spent = average + ((every - 1) * local if with_local_steps else 0.0)
+    return spent / (every * batch)
+
+
+def ratio_line(sync: list[dict], local: list[dict], with_local_steps: bool) -> str:
+    ratios = [
+        a / b
+        for a, b in product(
+            (per_sample(r, with_local_steps) for r in sync),
+            (per_sample(r, with_local_steps) for r in local),
+        )
+        if a is not None and b
+    ]
+    if not ratios:
+        return "n/a (a side has no probed exchange)"
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,23 +72,22 @@ def main(argv: list[str] | None = None) -> int:
     for record in records:
         key = (record["config"]["arch"], int(record["config"].get("sync_every") or 1))
         by_arm.setdefault(key, []).append(record)
-    print(f"{'arch':5} {'H':>2} {'reps':>4} {'exchange ms/sample':>18} {'bytes/step':>12} "
-          f"{'exchange steps':>14}")  # fmt: skip
+    print(f"{'arch':5} {'H':>2} {'reps':>4} {'exchange ms/sample':>18} "
+          f"{'outside compute':>15} {'bytes/step':>12} {'exchange steps':>14}")  # fmt: skip
     for (arch, every), runs in sorted(by_arm.items()):
-        per_sample = [v for v in map(exchange_per_sample, runs) if v is not None]
-        shown = f"{1e3 * statistics.median(per_sample):.3f}" if per_sample else "n/a"
+        cells = []
+        for with_local_steps in (False, True):
+            values = [v for r in runs if (v := per_sample(r, with_local_steps)) is not None]
+            cells.append(f"{1e3 * statistics.median(values):.3f}" if values else "n/a")
         sent = statistics.median(r["comm"]["bytes_sent_per_step"] for r in runs)
         exchanged = runs[0]["comm"].get("exchange_steps")
-        print(f"{arch:5} {every:>2} {len(runs):>4} {shown:>18} {sent:>12,.0f} {exchanged!s:>14}")
-    print("\nexchange time per sample, H = 1 / H = 8 (median over the repetitions' pairs, range)")
+        print(f"{arch:5} {every:>2} {len(runs):>4} {cells[0]:>18} {cells[1]:>15} "
+              f"{sent:>12,.0f} {exchanged!s:>14}")  # fmt: skip
+    print("\nper sample, H = 1 / H = 8 (median over the repetitions' pairs, range)")
     for arch in sorted({arch for arch, _ in by_arm}):
-        sync = [exchange_per_sample(r) for r in by_arm.get((arch, 1), [])]
-        local = [exchange_per_sample(r) for r in by_arm.get((arch, 8), [])]
-        ratios = [a / b for a, b in product(sync, local) if a is not None and b]
-        if not ratios:
-            print(f"{arch}: n/a (a side has no probed exchange)")
-            continue
-        print(f"{arch}: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+        sync, local = by_arm.get((arch, 1), []), by_arm.get((arch, 8), [])
+        print(f"{arch}: exchange {ratio_line(sync, local, False)}; "
+              f"outside compute {ratio_line(sync, local, True)}")  # fmt: skip
     return 0
 
 
