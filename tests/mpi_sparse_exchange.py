@@ -3,8 +3,9 @@
 Every rank draws every rank's selection from the same seeds, so each can compute the expected
 average alone: the W selections scattered into dense vectors, summed in rank order, divided by W.
 After `reduce_scatter_sparse_mean` and `allgather_sparse_mean` every rank's full vector must be
-those bits, and what it sent in the second phase must be its shard's selected entries (8 bytes
-each, or as runs) or its dense shard, whichever is fewer bytes. Rank 0 prints every rank's findings as one JSON line.
+those bits, and what it sent in each phase must be the sparse message (8 bytes an entry, or
+runs) or the dense shard, whichever is fewer bytes. Rank 0 prints every rank's findings as one
+JSON line.
 
     mpirun -np 3 python tests/mpi_sparse_exchange.py ELEMENTS SHARE RUNS
 """
@@ -38,6 +39,14 @@ def selection(rank: int, elements: int, share: float, runs: bool, step: int):
     return indices.astype(np.int32), values
 
 
+def message_words(local_indices: np.ndarray, runs: bool) -> int:
+    """int32 words of the sparse message of these entries: values and indices, or with `runs`
+    the run count, values, run starts and lengths."""
+    if runs:
+        return 1 + len(local_indices) + 2 * len(sparse.runs_of(local_indices)[0])
+    return 2 * len(local_indices)
+
+
 def main() -> int:
     from mpi4py import MPI
 
@@ -57,13 +66,23 @@ def main() -> int:
         before = exchange.bytes_sent
         exchange.reduce_scatter_sparse_mean(*chosen[rank], runs=runs)
         gradient_sent = exchange.bytes_sent - before
+        expected_gradient = 0  # per other owner: its entries of the selection, or its shard dense
+        for owner in range(workers):
+            low, high = plan.bounds(owner)
+            if owner != rank:
+                mine = chosen[rank][0]
+                expected_gradient += 4 * min(
+                    message_words(mine[(mine >= low) & (mine < high)] - low, runs), high - low
+                )
+        if gradient_sent != expected_gradient:
+            problems.append(f"step {step}: rank {rank} sent {gradient_sent} B, {expected_gradient}")
         exchange.allgather_sparse_mean(gradient, runs=runs)
         returned = exchange.bytes_sent - before - gradient_sent
         if gradient.tobytes() != expected.tobytes():
             problems.append(f"step {step}: rank {rank}'s average differs from the expected bits")
         start, stop = plan.bounds(rank)
         own = np.unique(np.concatenate([i[(i >= start) & (i < stop)] - start for i, _ in chosen]))
-        words = 1 + len(own) + 2 * len(sparse.runs_of(own)[0]) if runs else 2 * len(own)
+        words = message_words(own, runs)
         dense = words >= stop - start
         dense_returns += dense
         expected_bytes = (workers - 1) * 4 * (stop - start if dense else words)

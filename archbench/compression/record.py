@@ -93,13 +93,14 @@ def p2p_compression(
         "return_bytes_sent_per_step": returned,
         "dense_return_bytes_per_step": dense_returned,
         "return_ratio": _ratio(dense_returned, returned),
-        # each kept entry went to its owner (8 bytes) or stayed in the rank's own shard
+        # each kept entry went to its owner (8 bytes, unless the message went dense) or stayed
+        # in the rank's own shard
         "gradient_bytes_sent_total_per_rank": [fact["gradient_sent"] for fact in facts],
         "own_shard_entries_total_per_rank": [fact["own_entries"] for fact in facts],
         "exchange": "point-to-point: each owner's entries of the selection, values and "
-        "indices in one message; each owner averages them and sends every peer the average at "
-        "the entries any worker selected (values and indices, or dense where that is fewer "
-        "bytes)",
+        "indices in one message (dense where that is no more bytes); each owner averages them "
+        "and sends every peer the average at the entries any worker selected (values and "
+        "indices, or dense where that is no more bytes)",
     }
 
 

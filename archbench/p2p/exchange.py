@@ -121,8 +121,9 @@ class ShardExchange:
         """This worker's shard averaged over all workers from their top-k selections (or, with
         `runs`, their touched rows: indices sent as runs): `indices` (int32, ascending, over the
         full vector) and `values` are this worker's selection; each owner gets the part that
-        falls in its shard as one message (a preallocated buffer is returned, overwritten by the
-        next call)."""
+        falls in its shard as one message, or that part dense (zeros elsewhere) where the
+        entries and their indices would be no fewer bytes, as early in a warm-up (a
+        preallocated buffer is returned, overwritten by the next call)."""
         pack, unpack = (
             (sparse.pack_runs, sparse.unpack_runs) if runs else (sparse.pack, sparse.unpack)
         )
@@ -142,11 +143,12 @@ class ShardExchange:
         sent = offset = 0
         for target in self.targets:
             first, last = cuts[target]
-            message = pack(
-                values[first:last],
-                indices[first:last] - np.int32(bounds[target][0]),
-                outgoing[offset : offset + 3 * (last - first) + 1],
-            )
+            low, high = bounds[target]
+            room = outgoing[offset : offset + 3 * (last - first) + 1]
+            local = indices[first:last] - np.int32(low)
+            message = pack(values[first:last], local, room)
+            if len(message) >= high - low:  # as many entries as not: dense is no more bytes
+                message = sparse.dense_message(values[first:last], local, room[: high - low])
             offset += len(message)
             self.comm.Isend(message, dest=target, tag=GRADIENT_TAG).Wait()
             sent += message.nbytes
@@ -154,8 +156,9 @@ class ShardExchange:
         self._count(sent, self._received_bytes())
         self.gradient_bytes_sent += sent
         first, last = cuts[self.rank]
+        own = self.stop - self.start
         parts = [
-            unpack(incoming[row], status.Get_count(self.mpi.INT))
+            sparse.unpack_any(incoming[row], status.Get_count(self.mpi.INT), own, unpack)
             for row, status in enumerate(self.statuses)
         ]
         parts.insert(self.rank, (indices[first:last] - np.int32(self.start), values[first:last]))

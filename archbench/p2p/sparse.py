@@ -36,6 +36,30 @@ def unpack(message: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray]:
     return message[m : 2 * m], message[:m].view(np.float32)
 
 
+def dense_message(values: np.ndarray, local_indices: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The selection as a dense shard in `out` (int32 words, as long as the shard): the values'
+    float32 bits at their indices, zeros elsewhere. Sent where the sparse message would be no
+    shorter; the receiver knows it by its length."""
+    dense = out.view(np.float32)
+    dense.fill(0.0)
+    dense[local_indices] = values
+    return out
+
+
+def unpack_any(
+    message: np.ndarray, words: int, length: int, unpack
+) -> tuple[np.ndarray, np.ndarray]:
+    """(local indices, values) of a message for a shard of `length` entries: a dense one (exactly
+    `length` words; a sparse one is always shorter) gives its nonzero entries, which add to a
+    sum the bits its selection would (adding a zero changes no sum that starts at +0), else
+    `unpack` reads it."""
+    if words == length:
+        dense = message[:length].view(np.float32)
+        nonzero = np.flatnonzero(dense).astype(np.int32)
+        return nonzero, dense[nonzero]
+    return unpack(message, words)
+
+
 def sparse_mean(contributions: list[tuple[np.ndarray, np.ndarray]], out: np.ndarray) -> None:
     """`out` = the sum of the (indices, values) contributions in the order given (rank order),
     divided by their number. Indices are unique within one contribution."""
