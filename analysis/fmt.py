@@ -70,14 +70,3 @@ def as_points(value: Any) -> str:
 def as_times(value: Any) -> str:
     """A ratio: 1.5 -> '1.5×'."""
     return f"{num(value)}×" if _is_number(value) else "n/a"
-
-
-def tensor_schedule(partition_mb: Any, priority: Any) -> str:
-    """--partition-mb and --priority in words ('' when neither is set): 'pieces ≤ 0.05 MB',
-    'priority', or both."""
-    parts = []
-    if isinstance(partition_mb, int | float) and not math.isnan(partition_mb):
-        parts.append(f"pieces ≤ {partition_mb:g} MB")
-    if priority == "on":
-        parts.append("priority")
-    return ", ".join(parts)

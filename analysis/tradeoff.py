@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from archbench.analysis import plotting
-from archbench.analysis.fmt import as_percent, as_times, in_ms, num, pct, tensor_schedule
+from archbench.analysis.fmt import as_percent, as_times, in_ms, num, pct
 from archbench.analysis.load import Study
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.analysis.stats import mean_ci_halfwidth, ratio_of_means
@@ -121,9 +121,11 @@ def describe(levels: dict[str, object]) -> str:
         parts.append(str(levels["compression"]))
     if levels["sync_every"] != 1:
         parts.append(f"H={levels['sync_every']}")
-    schedule = tensor_schedule(levels["partition_mb"], levels["priority"])
-    if schedule:
-        parts.append(schedule)
+    partition = levels["partition_mb"]
+    if isinstance(partition, int | float) and not math.isnan(partition):
+        parts.append(f"pieces ≤ {partition:g} MB")
+    if levels["priority"] == "on":
+        parts.append("priority")
     if levels["sparse_exchange"] == "sparse":
         parts.append("sparse rows")
     if levels["data_partition"] != "random":

@@ -106,10 +106,6 @@ class P2PTrainer(Trainer):
         self.own_params = self.params[start:stop]
         self.sgd = ShardSGD(stop - start, self.config.lr, self.config.momentum)
         self.local_sgd: ShardSGD | None = None  # --sync-every: this worker's own momentum
-        # sparse exchanges: the averaged gradient comes back sparse and every worker updates
-        # its whole replica with momentum for the whole vector
-        self.replica_sgd: ShardSGD | None = None
-        self.full_gradient: np.ndarray | None = None
         self.steps_done = 0
         self.spec = CompressionSpec.from_config(self.config)
         self.topk = TopK(self.plan.elements, self.spec) if self.spec.sparse else None
@@ -122,6 +118,11 @@ class P2PTrainer(Trainer):
             for i, v in enumerate(self.variables)
             if self.config.sparse_exchange == "sparse" and any(v is e for e in embeddings)
         ]
+        if self.row_sparse or self.topk is not None:
+            # the averaged gradient comes back sparse and every worker updates its whole
+            # replica, with momentum for the whole vector
+            self.replica_sgd = ShardSGD(self.plan.elements, self.config.lr, self.config.momentum)
+            self.full_gradient = np.empty(self.plan.elements, dtype=np.float32)
         self.offsets = np.concatenate(([0], np.cumsum(self.sizes)))
         self._row_gradients = tf.function(self._rows_and_dense)
         self.rows_sent = 0  # touched rows this worker sent (its own shard's included)
@@ -203,11 +204,6 @@ class P2PTrainer(Trainer):
             selection = gradient if self.row_sparse else self.topk.select(gradient)
             runs = bool(self.row_sparse)  # rows travel as index runs
             self.exchange.reduce_scatter_sparse_mean(*selection, runs=runs)
-            if self.replica_sgd is None:
-                self.replica_sgd = ShardSGD(
-                    self.plan.elements, self.config.lr, self.config.momentum
-                )
-                self.full_gradient = np.empty(self.plan.elements, dtype=np.float32)
             self.exchange.allgather_sparse_mean(self.full_gradient, runs=runs)
             self.replica_sgd.apply(self.params, self.full_gradient)
         else:
