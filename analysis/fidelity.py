@@ -1,21 +1,27 @@
-"""Did the emulated cluster hold its promise? Each worker's compute against the one-node baseline.
+"""Did the emulated cluster hold its promise? Each worker's compute against the baseline, and the
+machine's cores against the nodes' demand.
 
 On a real cluster a worker's compute (forward + backward, `timing.compute_s_median_per_rank`)
 does not change with the number of workers. On the emulated cluster it does when nodes share
-cores or a node's own threads eat its budget, and then every comparison of architectures
+cores or a node's own threads eat its virtual cores, and then every comparison of architectures
 measures that instead. So a run on the emulated cluster is judged against the `single` runs of
-the same study with the same workload and per-worker batch (which run inside one node's budget), and each `single` run
-against the other `single` runs (are the nodes alike?): a worker whose compute differs from that
-baseline by more than `DRIFT_LIMIT` is named under the report's *Data quality*, as is every run on
-an emulated cluster whose nodes had no CPU budget.
+the same study with the same workload and per-worker batch, and each `single` run against the
+other `single` runs (are the nodes alike?): a worker whose compute differs from that baseline by
+more than `DRIFT_LIMIT` is named under the report's *Data quality*.
 
-The compute phases of different trainers are not cut at quite the same place, and under a CFS
-budget a phase shorter than a period takes the throttled stretches that fall into it: on two
-identical nodes a one-rank p2p run's compute median read 0.85x a `single` run's while their step
-times agreed to 0.1%, and two identical `single` runs on two nodes read 10.8 and 12.6 ms (cnn,
-0.6-CPU nodes, 10 ms period); repeated pairs differed by up to 1.5x. A drift of that size is
-within the noise of a phase about one period long; the 2.7-2.9x of two ranks in one budget is
-not.
+The nodes of one machine also share its memory and caches: two nodes computing at once slow each
+other down a little however their cores are capped. A baseline measured with companions (W - 1
+copies of the same training on other nodes, `--companions`, `baseline_load: loaded`) sees the
+same interference as a W-worker run, so a run with W workers is judged against the baseline run
+with W - 1 companions where the study has one (the `single` runs of any load otherwise, and the
+note says so).
+
+On a time-dilated cluster each record also says whether its nodes got what the dilation promised:
+a thread that was runnable, not held back by a cap and still not running waited for one of the
+machine's cores (`core_wait_share`, per second of CPU), and a machine with no idle time left over
+the run had none to spare. Either means the machine was oversubscribed (D too small for the
+nodes, or other work on it), and such runs are named too. So is every run on an emulated cluster
+whose nodes had no caps at all.
 """
 
 from __future__ import annotations
@@ -26,41 +32,60 @@ import numpy as np
 import pandas as pd
 
 DRIFT_LIMIT = 0.10
+# Waiting for a core per second of CPU a node's threads used: a few percent is the scheduler's
+# wake-up latency on a machine with idle cores.
+CORE_WAIT_LIMIT = 0.10
+# The machine's idle share below which its cores were saturated over a run's window.
+MIN_IDLE_SHARE = 0.02
 SHOWN = 6  # runs named in a note; the rest are counted
 
 
+def _load(frame: pd.DataFrame) -> pd.Series:
+    """Nodes computing at once per run (older frames: one)."""
+    return frame["load_nodes"] if "load_nodes" in frame else pd.Series(1.0, index=frame.index)
+
+
 def baselines(ok: pd.DataFrame) -> dict[tuple, float]:
-    """Median compute of the `single` runs per (workload, per-worker batch)."""
-    single = ok[(ok["arch"] == "single") & ok["compute_s"].notna()]
-    return {
-        key: float(group["compute_s"].median())
-        for key, group in single.groupby(["workload", "batch_size"])
-    }
+    """Median compute of the `single` runs per (workload, per-worker batch, nodes computing at
+    once), and per (workload, per-worker batch) over every load."""
+    single = ok[(ok["arch"] == "single") & ok["compute_s"].notna()].assign(load=_load(ok))
+    table: dict[tuple, float] = {}
+    for key, group in single.groupby(["workload", "batch_size"]):
+        table[key] = float(group["compute_s"].median())
+    for key, group in single.groupby(["workload", "batch_size", "load"]):
+        table[key] = float(group["compute_s"].median())
+    return table
 
 
-def _reference(ok: pd.DataFrame, run: pd.Series, base: dict[tuple, float]) -> float | None:
-    """The baseline a run is judged against: the `single` runs' median compute, or for a
-    `single` run the median of the other `single` runs (are the nodes alike?)."""
+def _reference(ok: pd.DataFrame, run: pd.Series, base: dict[tuple, float]) -> tuple[float, bool]:
+    """The baseline a run is judged against and whether it ran under the same load: the
+    `single` runs' median compute at this run's load (any load where the study has none), or
+    for a `single` run the median of the other `single` runs at its load (none where it is the
+    only one: baselines under different loads are not alike)."""
+    load = run.get("load_nodes", 1.0)
+    key = (run["workload"], run["batch_size"])
     if run["arch"] != "single":
-        return base.get((run["workload"], run["batch_size"]))
-    others = ok[
+        if (*key, load) in base:
+            return base[(*key, load)], True
+        return base.get(key, math.nan), False
+    same = (
         (ok["arch"] == "single")
         & (ok["workload"] == run["workload"])
         & (ok["batch_size"] == run["batch_size"])
         & (ok["run_id"] != run["run_id"])
-    ]["compute_s"].dropna()
-    return float(others.median()) if len(others) else None
+    )
+    at_load = ok[same & (_load(ok) == load)]["compute_s"].dropna()
+    return (float(at_load.median()) if len(at_load) else math.nan), True
 
 
 def drift_table(ok: pd.DataFrame) -> pd.DataFrame:
     """Per run on the emulated cluster: the worst worker's compute drift from the baseline."""
     base = baselines(ok)
     rows = []
-    emulated = ok[ok["emulated"]]
-    for _, run in emulated.iterrows():
-        reference = _reference(ok, run, base)
+    for _, run in ok[ok["emulated"]].iterrows():
+        reference, same_load = _reference(ok, run, base)
         workers = [value for value in run["compute_s_per_worker"] if not math.isnan(value)]
-        if reference is None or not workers:
+        if math.isnan(reference) or not workers:
             continue
         ratios = np.array(workers) / reference
         worst = ratios[np.argmax(np.abs(ratios - 1))]
@@ -70,6 +95,7 @@ def drift_table(ok: pd.DataFrame) -> pd.DataFrame:
                 "workload": run["workload"],
                 "config": run["config"],
                 "baseline_compute_s": reference,
+                "baseline_same_load": same_load,
                 "worst_ratio": float(worst),
                 "drift": float(abs(worst - 1)),
             }
@@ -77,35 +103,87 @@ def drift_table(ok: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def oversubscribed(ok: pd.DataFrame) -> pd.DataFrame:
+    """Runs on a dilated cluster whose threads waited for a core, or whose machine had no idle
+    time left: the nodes did not get their virtual cores."""
+    if "core_wait_share" not in ok:
+        return ok.iloc[0:0]
+    waited = ok["core_wait_share"] > CORE_WAIT_LIMIT
+    saturated = ok["machine_idle_share"] < MIN_IDLE_SHARE
+    return ok[ok["emulated"] & (waited | saturated)]
+
+
+def _oversubscription_note(ok: pd.DataFrame) -> str | None:
+    runs = oversubscribed(ok)
+    if runs.empty:
+        return None
+    judged = int((ok["emulated"] & ok["core_wait_share"].notna()).sum())
+
+    def why(row: pd.Series) -> str:
+        parts = []
+        if row["core_wait_share"] > CORE_WAIT_LIMIT:
+            parts.append(
+                f"threads waited {row['core_wait_share']:.0%} of their CPU time for a core"
+            )
+        if row["machine_idle_share"] < MIN_IDLE_SHARE:
+            parts.append(f"the machine was {1 - row['machine_idle_share']:.0%} busy")
+        return ", ".join(parts)
+
+    named = [
+        f"`{row['run_id']}` ({row['workload']}, {row['config']}: {why(row)})"
+        for _, row in runs.head(SHOWN).iterrows()
+    ]
+    more = f" and {len(runs) - SHOWN} more" if len(runs) > SHOWN else ""
+    return (
+        f"Oversubscribed: {len(runs)} of {judged} runs on the dilated cluster did not get the "
+        "virtual cores the dilation promised, because this machine's cores were all busy (the "
+        "nodes' threads together wanted more than it has at this dilation, or other work ran "
+        "beside them), so their times are slower than the emulated hosts would be; raise "
+        "--dilation or run them on a quiet machine: " + "; ".join(named) + more + "."
+    )
+
+
 def fidelity_notes(ok: pd.DataFrame) -> list[str]:
-    """Data-quality lines: runs whose workers drifted from the baseline, nodes with no budget."""
+    """Data-quality lines: runs whose workers drifted from the baseline, runs on an
+    oversubscribed machine, nodes with no caps."""
     if "emulated" not in ok or not ok["emulated"].any():
         return []
     notes = []
-    unbudgeted = ok[ok["emulated"] & ok["cpus_per_node"].isna()]
-    if len(unbudgeted):
+    uncapped = ok["emulated"] & ok["cpus_per_node"].isna()
+    if "dilation" in ok:
+        uncapped &= ok["dilation"].isna()
+    if uncapped.any():
         notes.append(
-            f"{len(unbudgeted)} run(s) ran on an emulated cluster whose nodes had no CPU budget "
-            "(`cluster up --cpus-per-node off`): the nodes shared the machine's cores, so their "
+            f"{int(uncapped.sum())} run(s) ran on an emulated cluster whose nodes had no CPU caps "
+            "(`cluster up --dilation off`): the nodes shared the machine's cores, so their "
             "times describe contention as much as the architecture."
         )
+    overloaded = _oversubscription_note(ok)
+    if overloaded:
+        notes.append(overloaded)
     table = drift_table(ok)
     judged = len(table)
-    if ok["emulated"].any() and not judged:
+    if not judged:
         notes.append(
             "No run on the emulated cluster could be checked for fidelity: the study has no "
             "`single` run of the same workload and per-worker batch to compare each worker's "
             "compute with."
         )
         return notes
+    unmatched = int((~table["baseline_same_load"]).sum())
+    load_words = (
+        f" ({unmatched} of them against a baseline measured under another load: the study has "
+        "no `single` run with as many companions as they have workers - 1)"
+        if unmatched
+        else " (each against the baseline measured with as many nodes computing at once)"
+    )
     drifted = table[table["drift"] > DRIFT_LIMIT].sort_values("drift", ascending=False)
     if drifted.empty:
-        if judged:
-            notes.append(
-                f"Fidelity: in all {judged} judged runs on the emulated cluster every "
-                f"worker's compute was within {DRIFT_LIMIT:.0%} of the one-node `single` baseline "
-                f"(worst {table['drift'].max():.1%})."
-            )
+        notes.append(
+            f"Fidelity: in all {judged} judged runs on the emulated cluster every worker's "
+            f"compute was within {DRIFT_LIMIT:.0%} of the `single` baseline{load_words} "
+            f"(worst {table['drift'].max():.1%})."
+        )
         return notes
     named = [
         f"`{row['run_id']}` ({row['workload']}, {row['config']}: {row['worst_ratio']:.2f}× the "
@@ -115,9 +193,9 @@ def fidelity_notes(ok: pd.DataFrame) -> list[str]:
     more = f" and {len(drifted) - SHOWN} more" if len(drifted) > SHOWN else ""
     notes.append(
         f"Fidelity: {len(drifted)} of {judged} judged runs on the emulated cluster had a "
-        f"worker whose compute (forward + backward) differed from the one-node `single` "
-        f"baseline by more than {DRIFT_LIMIT:.0%}, so the node did not compute like a separate "
-        "host of its budget (shared cores, or the run's own threads using the budget): "
+        f"worker whose compute (forward + backward) differed from the `single` baseline by "
+        f"more than {DRIFT_LIMIT:.0%}{load_words}, so its node did not compute like a separate "
+        "host (shared cores, or the run's own threads using its virtual cores): "
         + "; ".join(named)
         + more
         + "."

@@ -67,26 +67,10 @@ def scaling_table(study: Study) -> pd.DataFrame:
     summary = per_config(ok, keys, "samples_per_s", extra=(AT_STEP_P90, AT_STEP_P10))
     best = best_per_group(summary, keys, higher_is_better=True)
     baseline_keys = ["workload", *[c for c in facets if c == "batch_size"]]  # not the link
-    single = ok[ok["arch"] == "single"]
-    base = best_per_group(
-        per_config(single, baseline_keys, "samples_per_s"), baseline_keys, higher_is_better=True
-    )
-    base = base.rename(
-        columns={
-            "mean": "baseline_samples_per_s",
-            "std": "baseline_std",
-            "n": "baseline_n",
-            "config": "baseline_config",
-        }
-    )
     table = within_run_spread(
         best.rename(columns={"mean": "samples_per_s", "std": "samples_per_s_std"})
     )
-    if base.empty:
-        for column in ("baseline_samples_per_s", "baseline_std", "baseline_n", "baseline_config"):
-            table[column] = math.nan
-    else:
-        table = table.merge(base, on=baseline_keys, how="left")
+    table = _with_baseline(table, ok[ok["arch"] == "single"], baseline_keys)
     table["speedup"] = table["samples_per_s"] / table["baseline_samples_per_s"]
     table["speedup_std"] = [
         propagated_ratio_std(m, s, b, bs)
@@ -105,6 +89,37 @@ def scaling_table(study: Study) -> pd.DataFrame:
         key=lambda col: col.map(plotting.arch_sort_key) if col.name == "arch" else col,
     )
     return table.reset_index(drop=True)
+
+
+BASELINE_COLUMNS = {
+    "mean": "baseline_samples_per_s",
+    "std": "baseline_std",
+    "n": "baseline_n",
+    "config": "baseline_config",
+}
+
+
+def _baseline(single: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    summary = per_config(single, keys, "samples_per_s")
+    return best_per_group(summary, keys, higher_is_better=True).rename(columns=BASELINE_COLUMNS)
+
+
+def _with_baseline(table: pd.DataFrame, single: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Each row's baseline: the fastest `single` configuration of its workload (and per-worker
+    batch); where the study measured baselines under load (`--companions`), the one with as many
+    nodes computing at once as the row has workers (archbench.analysis.fidelity says why)."""
+    if single.empty:
+        return table.assign(**{column: math.nan for column in BASELINE_COLUMNS.values()})
+    merged = table.merge(_baseline(single, keys), on=keys, how="left")
+    loaded = single[single["load_nodes"] > 1] if "load_nodes" in single else single.iloc[0:0]
+    if loaded.empty:
+        return merged
+    by_load = _baseline(single, [*keys, "load_nodes"]).rename(columns={"load_nodes": "workers"})
+    matched = table.merge(by_load, on=[*keys, "workers"], how="left")
+    has_match = matched["baseline_samples_per_s"].notna() & (matched["arch"] != "single")
+    for column in BASELINE_COLUMNS.values():
+        merged.loc[has_match, column] = matched.loc[has_match, column]
+    return merged
 
 
 def within_run_spread(best: pd.DataFrame) -> pd.DataFrame:

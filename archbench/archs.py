@@ -19,6 +19,10 @@ from typing import Any
 SERVER_ROLE = "ps"
 WORKER_ROLE = "worker"
 CHIEF_ROLE = "chief"
+# A rank of a one-process architecture that trains the same model at the same time on a host of
+# its own and records nothing: it loads the machine as the workers of a W-worker job do, so the
+# baseline is measured under the same conditions (`--companions`).
+COMPANION_ROLE = "companion"
 
 
 @dataclass(frozen=True)
@@ -35,9 +39,12 @@ class Architecture:
         """Server processes of a job asked for `num_ps` servers (0 where there are none)."""
         return int(num_ps if num_ps is not None else 1) if self.has_servers else 0
 
-    def processes(self, workers: int, num_ps: int | None = None) -> int:
-        """Processes a job of `workers` workers (and `num_ps` servers) runs."""
-        return (workers if self.multi_process else 1) + self.servers(num_ps)
+    def processes(self, workers: int, num_ps: int | None = None, companions: int = 0) -> int:
+        """Processes a job of `workers` workers (and `num_ps` servers) runs; a one-process
+        architecture's job runs its companions too."""
+        if not self.multi_process:
+            return 1 + companions
+        return workers + self.servers(num_ps)
 
     def workers(self, world_size: int, num_ps: int | None = None) -> int:
         """Workers among `world_size` processes."""
@@ -49,6 +56,8 @@ class Architecture:
 
     def roles(self, world_size: int, num_ps: int | None = None) -> list[str]:
         """Role of every rank, in rank order, as the record's `cluster.roles` lists them."""
+        if not self.multi_process:
+            return [CHIEF_ROLE] + [COMPANION_ROLE] * (world_size - 1)
         servers = self.servers(num_ps)
         return [
             SERVER_ROLE if rank < servers else CHIEF_ROLE if rank == servers else WORKER_ROLE

@@ -104,12 +104,17 @@ def usable_cores() -> int:
 
 
 def host_cpus() -> float:
-    """The CPUs this process may use: its affinity, or less where a cgroup CPU budget (an
-    emulated node's, a container's, a job's) caps it."""
+    """The CPUs this process may use: its affinity, or less where a cgroup CPU budget (a
+    container's, a job's) caps it; on a time-dilated node, the virtual cores its ranks may use
+    together (V, or P per rank where that is less)."""
     from archbench.cluster.cgroups import process_budget
+    from archbench.cluster.dilation import node_vcpus
 
-    budget = process_budget()
     cores = float(usable_cores())
+    vcpus = node_vcpus()
+    if vcpus is not None:
+        return float(vcpus)
+    budget = process_budget()
     return min(cores, budget.cpus) if budget is not None else cores
 
 
@@ -127,20 +132,43 @@ def compute_window_s(requested_ms: float | None) -> float:
     network starts with a fresh quota while a busy one does not. Passes repeated over ten
     periods measure what the budget delivers, within a tenth of a period. Without a quota (a
     host of its own) one pass is exact."""
+    from archbench.cluster.dilation import cap_period_s, factor
+
     if requested_ms is not None:
-        return requested_ms / 1000
+        return requested_ms / 1000 * factor()  # a virtual duration, like every one a user gives
+    period_s = cap_period_s()  # a dilated node: the threads' caps
+    if period_s is not None:
+        return COMPUTE_WINDOW_PERIODS * period_s
     from archbench.cluster.cgroups import process_budget
 
     budget = process_budget()
     return COMPUTE_WINDOW_PERIODS * budget.period_us / 1e6 if budget is not None else 0.0
 
 
+# Steps are summarised over blocks this many of a dilated node's CFS periods long (see
+# archbench.loop.step_blocks).
+STEP_BLOCK_PERIODS = 4
+
+
+def step_block_s() -> float:
+    """Real seconds a block of steps spans on a time-dilated node (0 elsewhere: single steps)."""
+    from archbench.cluster.dilation import cap_period_s
+
+    period_s = cap_period_s()
+    return STEP_BLOCK_PERIODS * period_s if period_s is not None else 0.0
+
+
 def threads_per_process(requested: int, local_size: int) -> int:
-    """Split this host's CPUs (its node budget, where there is one) between the ranks on it, so
-    ranks do not fight for cores: a 0.45-CPU node gives its one rank one thread."""
+    """TensorFlow threads per process: `requested`, else this host's CPUs split between the ranks
+    on it, so ranks do not fight for cores (on a dilated node, at most the process's own virtual
+    cores)."""
+    from archbench.cluster.dilation import process_vcpus
+
     if requested > 0:
         return requested
-    return max(1, round(host_cpus() / max(1, local_size)))
+    threads = max(1, round(host_cpus() / max(1, local_size)))
+    per_process = process_vcpus()
+    return min(threads, per_process) if per_process is not None else threads
 
 
 LAUNCHER_NAMES = ("mpirun", "mpiexec", "orterun", "horovodrun", "srun", "prun")

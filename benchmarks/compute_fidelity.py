@@ -1,9 +1,11 @@
-"""Each worker's compute against the one-node baseline: does the emulated cluster hold?
+"""Each worker's compute against the baseline: does the emulated cluster hold?
 
 Runs the study `runs/fidelity.yaml` (resumable: a second call only prints) and prints, per run,
 each worker's compute median (forward + backward, `timing.compute_s_median_per_rank`) over the
-`single` baseline's of the same model and per-worker batch, the worst ratio, and each node's use
-of its CPU budget over the run (`fidelity.nodes[*].budget_used`).
+`single` baseline's of the same model and per-worker batch measured with as many nodes computing
+at once (its companions), the worst ratio, and whether the run's threads waited for a core
+(`fidelity.nodes[*].core_wait_share`). The judgement is the report's own
+(`archbench.analysis.fidelity.drift_table`).
 
 Usage: python benchmarks/compute_fidelity.py [--study runs/fidelity.yaml] [--no-run]
 """
@@ -14,7 +16,7 @@ import sys
 
 from study_run import run_study
 
-from archbench.analysis.fidelity import DRIFT_LIMIT, baselines
+from archbench.analysis.fidelity import DRIFT_LIMIT, drift_table, oversubscribed
 from archbench.analysis.load import load_study
 
 
@@ -22,28 +24,32 @@ def main(argv: list[str] | None = None) -> int:
     folder = run_study("python benchmarks/compute_fidelity.py", "runs/fidelity.yaml", argv)
     if folder is None:
         return 2
-    study = load_study(folder)
-    ok = study.ok
-    base = baselines(ok)
-    print(f"{'workload':<8} {'arch':<5} {'W':>2} {'baseline ms':>11}  worker compute ÷ baseline")
-    worst_all = []
+    ok = load_study(folder).ok
+    table = drift_table(ok).set_index("run_id")
+    busy = set(oversubscribed(ok)["run_id"])
+    print(
+        f"{'workload':<8} {'arch':<6} {'W':>2} {'baseline ms':>11} {'load':>5}  "
+        "worker compute ÷ baseline (virtual time)"
+    )
+    judged = within = 0
     for _, run in ok.sort_values(["workload", "arch", "workers"]).iterrows():
-        reference = base.get((run["workload"], run["batch_size"]))
-        if run["arch"] == "single" or reference is None:
+        if run["run_id"] not in table.index:
             continue
-        ratios = [value / reference for value in run["compute_s_per_worker"]]
-        if not ratios:  # a record from before per-rank compute was recorded
-            continue
-        worst = max(ratios, key=lambda ratio: abs(ratio - 1))
-        worst_all.append(abs(worst - 1))
-        flag = "  DRIFT" if abs(worst - 1) > DRIFT_LIMIT else ""
-        print(
-            f"{run['workload']:<8} {run['arch']:<5} {int(run['workers']):>2} "
-            f"{1000 * reference:>11.2f}  " + " ".join(f"{ratio:.2f}" for ratio in ratios) + flag
+        row = table.loc[run["run_id"]]
+        ratios = [value / row["baseline_compute_s"] for value in run["compute_s_per_worker"]]
+        judged += 1
+        within += row["drift"] <= DRIFT_LIMIT
+        flags = ("  DRIFT" if row["drift"] > DRIFT_LIMIT else "") + (
+            "  OVERSUBSCRIBED" if run["run_id"] in busy else ""
         )
-    if worst_all:
-        within = sum(drift <= DRIFT_LIMIT for drift in worst_all)
-        print(f"{within} of {len(worst_all)} runs within {DRIFT_LIMIT:.0%} of the baseline")
+        load = "same" if row["baseline_same_load"] else "other"
+        print(
+            f"{run['workload']:<8} {run['arch']:<6} {int(run['workers']):>2} "
+            f"{1000 * row['baseline_compute_s']:>11.3f} {load:>5}  "
+            + " ".join(f"{ratio:.2f}" for ratio in ratios)
+            + flags
+        )
+    print(f"{within} of {judged} runs within {DRIFT_LIMIT:.0%} of their baseline")
     return 0
 
 

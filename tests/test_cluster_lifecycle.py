@@ -93,8 +93,9 @@ def test_up_status_down_round_trip_leaves_the_machine_as_before(quiet_machine: N
     others = _other_clusters()
     before = _snapshot(others)
     up = run_cluster_command(
-        "up", "--name", NAME, "--prefix", PREFIX, "--nodes", "2", "--bandwidth", "300mbit"
-    )
+        "up", "--name", NAME, "--prefix", PREFIX, "--nodes", "2", "--bandwidth", "300mbit",
+        "--dilation", "3",
+    )  # fmt: skip
     assert up.returncode == 0, up.stderr
     state = load_state(NAME)
     assert state is not None and state.status == "up"
@@ -110,13 +111,14 @@ def test_up_status_down_round_trip_leaves_the_machine_as_before(quiet_machine: N
     hosts_text = Path("/etc/hosts").read_text()
     assert f"{state.nodes[1].address} rt2" in hosts_text
 
-    # Both directions of every node link are shaped at the asked rate.
+    # Both directions of every node link are shaped at the asked rate / D (in virtual time the
+    # asked rate).
     for namespace, device in ((None, state.nodes[0].host_veth), ("rt1", state.bridge)):
         tc = ["tc", "-n", namespace] if namespace else ["tc"]
         shown = subprocess.run(
             [*tc, "qdisc", "show", "dev", device], capture_output=True, text=True
         )
-        assert "tbf" in shown.stdout and "rate 300Mbit" in shown.stdout, shown.stdout
+        assert "tbf" in shown.stdout and "rate 100Mbit" in shown.stdout, shown.stdout
 
     mpi_file = PROJECT_ROOT / "hostfiles" / f"{NAME}.txt"
     assert mpi_file.read_text() == "rt1 slots=1\nrt2 slots=1\n"
@@ -124,11 +126,13 @@ def test_up_status_down_round_trip_leaves_the_machine_as_before(quiet_machine: N
 
     status = run_cluster_command("status", "--name", NAME)
     assert status.returncode == 0 and "roundtrip: up, 2 nodes, links 300mbit" in status.stdout
+    assert "in virtual time (tc 100000kbit), dilation 3" in status.stdout
     assert status.stdout.count("running") == 2
 
     again = run_cluster_command(
-        "up", "--name", NAME, "--prefix", PREFIX, "--nodes", "2", "--bandwidth", "300mbit"
-    )
+        "up", "--name", NAME, "--prefix", PREFIX, "--nodes", "2", "--bandwidth", "300mbit",
+        "--dilation", "3",
+    )  # fmt: skip
     assert again.returncode == 0 and "already up" in again.stdout
     assert {"rt1", "rt2"} <= set(_netns_names())
     clash = run_cluster_command("up", "--name", NAME, "--prefix", PREFIX, "--nodes", "3")
@@ -142,8 +146,8 @@ def test_up_status_down_round_trip_leaves_the_machine_as_before(quiet_machine: N
         shown = subprocess.run(
             [*tc, "qdisc", "show", "dev", device], capture_output=True, text=True
         )
-        assert "rate 150Mbit" in shown.stdout, shown.stdout
-    assert current_link(["rt1", "rt2"]) == "150mbit"
+        assert "rate 50Mbit" in shown.stdout, shown.stdout
+    assert current_link(["rt1", "rt2"]) == "150mbit"  # the virtual link
 
     sshd_pids = [node.sshd_pid for node in state.nodes]
     down = run_cluster_command("down", "--name", NAME)

@@ -16,7 +16,9 @@ from archbench.analysis.load import load_study
 def _record(run_id: str, arch: str, rate: float, exposed: float, placement: str = "") -> dict:
     workers = 2
     if arch == "ps":
-        hosts = ["n1", "n2", "n3"] if placement == "dedicated" else ["n1", "n1", "n2"]
+        hosts = {"dedicated": ["n1", "n2", "n3"], "one-host": ["n1", "n1", "n1"]}.get(
+            placement, ["n1", "n1", "n2"]
+        )
         roles = ["ps", "worker", "worker"]
     else:
         hosts, roles = ["n1", "n2"], ["worker", "worker"]
@@ -51,12 +53,14 @@ def _record(run_id: str, arch: str, rate: float, exposed: float, placement: str 
 def test_verdicts_follow_the_intervals(tmp_path: Path) -> None:
     records = []
     # ring clearly faster than p2p; p2p and co-located ps indistinguishable; p2p vs dedicated ps
-    # clearly the other way round; dedicated ps 3x slower than co-located (inside 2-4x).
+    # clearly the other way round; dedicated ps 3x slower than co-located (slower: agrees); every
+    # process on one host 3x as fast as co-located (inside 2-4x) and 9x a dedicated host's.
     rates = {
         "ring": [1000, 1010, 990],
         "p2p": [500, 505, 495],
         "ps-co-located": [480, 530, 500],
         "ps-dedicated": [166, 167, 168],
+        "ps-one-host": [1500, 1510, 1490],
     }
     for name, values in rates.items():
         arch, _, placement = name.partition("-")
@@ -72,10 +76,15 @@ def test_verdicts_follow_the_intervals(tmp_path: Path) -> None:
     assert table.loc["p2p ÷ ps (dedicated)", "verdict"] == "agrees"
     placement = table.loc["co-located ÷ dedicated"]
     assert placement["verdict"] == "agrees" and 2.9 < placement["ratio"] < 3.1
+    assert placement["claimed"].startswith("> 1×")
+    network = table.loc["one host ÷ co-located"]
+    assert network["verdict"] == "agrees" and 2.8 < network["ratio"] < 3.2
+    assert table.loc["one host ÷ dedicated", "verdict"] == "contradicts (larger cost)"
     assert "communication-bound" in table.loc["ring ÷ p2p", "why"]
 
     sentences = findings(claims_table(load_study(path)))
     assert any("2 agrees, 1 inconclusive" in sentence for sentence in sentences)
+    assert any("one local server" in sentence and "1 agrees" in sentence for sentence in sentences)
 
 
 def test_a_compute_bound_workload_is_named_so(tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ def test_a_managed_sweep_that_starts_with_single_brings_its_cluster_up(tmp_path:
             """
             study: single-first
             cluster: {kind: emulated, name: singlefirst, prefix: sg, nodes: 1, bandwidth: 100mbit,
-                      cpus_per_node: 0.2, manage: true}
+                      dilation: 2, manage: true}
             fixed: {arch: single, model: mlp, dataset: synthetic, batch_size: 16, steps: 8}
             """
         )

@@ -1,10 +1,15 @@
-"""CPU budgets of emulated nodes, enforced by the kernel's CFS bandwidth control.
+"""CPU caps of emulated nodes, enforced by the kernel's CFS bandwidth control.
 
-Each node gets a cgroup `archbench/<cluster>/<node>` whose quota is `cpus x period`: every process
-the node runs (its sshd, and through it the launcher's daemons and the ranks) lives in it, so a
-node computes like a host with that many cores however busy the other nodes are. Both cgroup
-interfaces are supported and detected: v1 (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, usage from
-the `cpuacct` controller when it is mounted) and v2 (`cpu.max`, usage in `cpu.stat`).
+Each node gets a cgroup `archbench/<cluster>/<node>` that every process the node runs joins (its
+sshd, and through it the launcher's daemons and the ranks), with the highest weight so that other
+work on the machine cannot push the nodes below their caps. On a time-dilated cluster (see
+`archbench.cluster.dilation`) it holds `vcpu/`, the group of the node's threads, capped at V/D of
+a core when the node has V virtual cores, in it one group per process, `vcpu/p<pid>`, capped at
+its virtual cores / D, and in that one group per thread, `vcpu/p<pid>/t<tid>`, capped at 1/D of a
+core (made by the node's preload library, `native/nodelib.c`, as each thread is placed).
+Both cgroup interfaces are supported and detected: v1 (`cpu.cfs_quota_us` / `cpu.cfs_period_us`,
+a thread joins through `tasks`, usage from the `cpuacct` controller when it is mounted) and v2
+(`cpu.max`, threaded subgroups joined through `cgroup.threads`, usage in `cpu.stat`).
 
 Reading is separate from building: `process_budget()` and `read_stats()` are plain file reads
 that any rank may call, on the emulated cluster or on a real host whose job runs in a cgroup.
@@ -19,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archbench.errors import RunFailed, UsageError
-from archbench.launch import usable_cores
 
 GROUP = "archbench"
+THREADS_GROUP = "vcpu"  # a node's thread groups live in <node>/vcpu/p<pid>/t<tid>
 # A quota only caps a node; under contention from processes outside the cluster (a build, a
 # test run) the nodes would still fall below their budgets. The highest weight on archbench's
 # groups makes the budget a reservation too: other work gets what the nodes leave.
@@ -124,32 +129,14 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def default_cpus_per_node(nodes: int, free_cpus: float) -> float:
-    """A fair share of the free CPUs that leaves a tenth to mpirun, sshd and the sweep driver."""
-    return round(0.9 * max(free_cpus, 0.0) / nodes, 3)
-
-
-def check_budget(cpus_per_node: float, nodes: int, period_us: int, committed: float = 0.0) -> None:
-    """UsageError unless the budgets fit the machine (beside the budgets of other clusters,
-    `committed` CPUs) and the kernel's limits."""
-    cores = usable_cores()
-    if not cpus_per_node > 0:
-        raise UsageError(
-            f"no CPUs left for node budgets: other emulated clusters hold {committed:g} of "
-            f"this machine's {cores} (bring one down, or pass --cpus-per-node off)"
-        )
-    if cpus_per_node * nodes + committed > cores + 1e-9:
-        held = f" beside the {committed:g} that other clusters' budgets hold" if committed else ""
-        raise UsageError(
-            f"--cpus-per-node {cpus_per_node:g} x {nodes} nodes = {cpus_per_node * nodes:g} "
-            f"CPUs{held}, more than this machine's {cores}: the nodes would share cores"
-        )
+def check_period(period_us: int, quota_us: int) -> None:
+    """UsageError unless the kernel accepts this period and quota."""
     if not MIN_PERIOD_US <= period_us <= MAX_PERIOD_US:
         raise UsageError(f"--cfs-period-ms {period_us / 1000:g} is out of range 1..1000")
-    if cpus_per_node * period_us < MIN_QUOTA_US:
+    if quota_us < MIN_QUOTA_US:
         raise UsageError(
-            f"a budget of {cpus_per_node} CPUs per {period_us / 1000:g} ms period is a quota "
-            f"under the kernel's 1 ms minimum; raise --cfs-period-ms"
+            f"a cap of {quota_us / period_us:.3g} of a core per {period_us / 1000:g} ms period is "
+            "a quota under the kernel's 1 ms minimum; raise --cfs-period-ms"
         )
 
 
@@ -168,16 +155,23 @@ def _enable_cpu_controller(directory: Path) -> None:
 
 
 def create_node_group(
-    hierarchy: Hierarchy, cluster: str, node: str, cpus: float, period_us: int
+    hierarchy: Hierarchy,
+    cluster: str,
+    node: str,
+    node_quota_us: int | None,
+    period_us: int,
 ) -> list[Path]:
-    """Make the node's cgroup(s) with quota = cpus x period; returns the directories to join."""
-    quota_us = max(MIN_QUOTA_US, int(round(cpus * period_us)))
+    """Make the node's cgroup(s) and its group of thread groups; returns the directories its
+    processes join. `node_quota_us` caps the node's threads together (V virtual cores), None
+    leaves them only their per-thread caps."""
     if hierarchy.version == "v2":
         _enable_cpu_controller(hierarchy.cpu_root)
     dirs = hierarchy.group_dirs(cluster, node)
     for directory in dirs:
         directory.mkdir(parents=True, exist_ok=True)
     cpu_dir = dirs[0]
+    threads_dir = cpu_dir / THREADS_GROUP
+    threads_dir.mkdir(exist_ok=True)
     for level in (cpu_dir.parent.parent, cpu_dir.parent, cpu_dir):
         if hierarchy.version == "v1":
             _write(level / "cpu.shares", str(V1_SHARES))
@@ -185,12 +179,45 @@ def create_node_group(
             if level != cpu_dir:
                 _enable_cpu_controller(level)
             _write(level / "cpu.weight", str(V2_WEIGHT))
+    quota = str(node_quota_us) if node_quota_us is not None else None
     if hierarchy.version == "v1":
-        _write(cpu_dir / "cpu.cfs_period_us", str(period_us))
-        _write(cpu_dir / "cpu.cfs_quota_us", str(quota_us))
+        _write(threads_dir / "cpu.shares", str(V1_SHARES))
+        _write(threads_dir / "cpu.cfs_period_us", str(period_us))
+        _write(threads_dir / "cpu.cfs_quota_us", quota or "-1")
     else:
-        _write(cpu_dir / "cpu.max", f"{quota_us} {period_us}")
+        # A thread may sit apart from its process only in a threaded subtree.
+        _write(threads_dir / "cgroup.type", "threaded")
+        _enable_cpu_controller(cpu_dir)
+        _enable_cpu_controller(threads_dir)
+        _write(threads_dir / "cpu.max", f"{quota or 'max'} {period_us}")
     return dirs
+
+
+def threads_dir(hierarchy: Hierarchy, cluster: str, node: str) -> Path:
+    """Where a node's thread groups are made (`<node>/vcpu`)."""
+    return hierarchy.node_dir(cluster, node) / THREADS_GROUP
+
+
+def thread_groups(hierarchy: Hierarchy, cluster: str, node: str) -> dict[int, Path]:
+    """{thread id: its group} for every thread group of the node (`vcpu/p<pid>/t<tid>`; a group
+    may outlive its thread until it is pruned)."""
+    groups = {}
+    with contextlib.suppress(OSError):
+        for process in threads_dir(hierarchy, cluster, node).glob("p*"):
+            for entry in process.glob("t*"):
+                if entry.name[1:].isdigit() and entry.is_dir():
+                    groups[int(entry.name[1:])] = entry
+    return groups
+
+
+def uncapped_threads(hierarchy: Hierarchy, cluster: str, node: str) -> list[int]:
+    """Threads that live in the node's own group, outside every thread cap (sshd, and any
+    thread of a process that has not placed it)."""
+    node_dir = hierarchy.node_dir(cluster, node)
+    listing = "tasks" if hierarchy.version == "v1" else "cgroup.threads"
+    with contextlib.suppress(OSError, ValueError):
+        return [int(tid) for tid in (node_dir / listing).read_text().split()]
+    return []
 
 
 def join_groups(dirs: list[Path], pid: int = 0) -> None:
@@ -216,7 +243,9 @@ def remove_cluster_groups(
     for top in hierarchy.cluster_dirs(cluster):
         if not top.exists():
             continue
-        for directory in sorted((p for p in top.rglob("*") if p.is_dir()), reverse=True) + [top]:
+        # Deepest first: thread groups, then each node's `vcpu`, then the nodes.
+        groups = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+        for directory in groups + [top]:
             deadline = time.monotonic() + timeout_s
             while directory.exists():
                 try:

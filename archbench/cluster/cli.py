@@ -7,9 +7,15 @@ import json
 import sys
 from dataclasses import asdict
 
-from archbench.cluster.spec import DEFAULT_BANDWIDTH, DEFAULT_NAME, DEFAULT_PREFIX, make_spec
+from archbench.cluster.spec import (
+    DEFAULT_BANDWIDTH,
+    DEFAULT_NAME,
+    DEFAULT_PREFIX,
+    check_name,
+    make_spec,
+)
 from archbench.cluster.state import ClusterState, is_up, list_states, load_state
-from archbench.errors import RunFailed
+from archbench.errors import RunFailed, UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=DEFAULT_BANDWIDTH,
         help=f"rate of every node link, each direction, as tc reads it (default {DEFAULT_BANDWIDTH})",
     )
-    up.add_argument("--name", default=DEFAULT_NAME, help=f"cluster name (default {DEFAULT_NAME})")
+    _name_argument(up)
     up.add_argument(
         "--prefix",
         default=DEFAULT_PREFIX,
@@ -41,21 +47,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--slots", type=int, default=1, help="slots per node in the written hostfiles (default 1)"
     )
     up.add_argument(
-        "--cpus-per-node",
+        "--dilation",
         default=None,
-        metavar="CPUS",
-        help="CPU budget of every node, enforced by the kernel's CFS bandwidth control (cgroup "
-        "v1 cpu.cfs_quota_us or v2 cpu.max); default 0.9 x cores / nodes, so the nodes never "
-        "share cores; 'off' for none (the nodes then share the machine's cores)",
+        metavar="D",
+        help="time dilation: every thread of a node runs at 1/D of a core and every link at B/D, "
+        "so that in virtual time (real / D) the nodes are hosts with whole cores and links of B; "
+        "'auto' (default) picks the smallest D at which the nodes' busy threads fit in this "
+        "machine's cores; 'off': no caps (the nodes share the machine's cores)",
+    )
+    up.add_argument(
+        "--vcpus-per-node",
+        type=int,
+        default=None,
+        metavar="V",
+        help="virtual cores per node: the node's threads together get at most V/D of a core, "
+        "each at most 1/D (default 4)",
+    )
+    up.add_argument(
+        "--vcpus-per-process",
+        type=int,
+        default=None,
+        metavar="P",
+        help="virtual cores per process: a process's threads together get at most P/D of a core "
+        "(default 1: a process's threads hand work to each other, and CFS would let such a chain "
+        "use a core per thread)",
     )
     up.add_argument(
         "--cfs-period-ms",
         type=float,
         default=None,
         metavar="MS",
-        help="CFS period over which the budget is enforced (default 10, longer where the "
-        "quota, CPUS x period, would be under the kernel's 1 ms minimum)",
+        help="CFS period over which the caps are enforced (default 10, longer where a thread's "
+        "quota, period / D, would be under 2.5 ms)",
     )
+    up.add_argument(
+        "--cpus-per-node", default=None, help=argparse.SUPPRESS
+    )  # replaced by --dilation: refused with a line saying so
     up.add_argument(
         "--idle-nap-us",
         type=int,
@@ -79,41 +106,59 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     shape = commands.add_parser("shape", help="change the bandwidth of a cluster that is up")
     shape.add_argument("--bandwidth", required=True, help="new rate of every node link")
-    shape.add_argument(
-        "--name", default=DEFAULT_NAME, help=f"cluster name (default {DEFAULT_NAME})"
-    )
+    _name_argument(shape)
     shape.set_defaults(func=run_shape)
 
     down = commands.add_parser("down", help="remove everything the cluster made (safe to repeat)")
     target = down.add_mutually_exclusive_group()
-    target.add_argument(
-        "--name", default=DEFAULT_NAME, help=f"cluster name (default {DEFAULT_NAME})"
-    )
+    _name_argument(target)
     target.add_argument("--all", action="store_true", help="every emulated cluster that is up")
     down.set_defaults(func=run_down)
 
     env = commands.add_parser(
         "env", help="print the shell lines that point Slurm's commands at a cluster (--slurm)"
     )
-    env.add_argument("--name", default=DEFAULT_NAME, help=f"cluster name (default {DEFAULT_NAME})")
+    _name_argument(env)
     env.set_defaults(func=run_env)
 
     status = commands.add_parser("status", help="show the emulated clusters that are up")
-    status.add_argument("--name", default=None, help="only this cluster")
+    status.add_argument("--name", default=None, type=cluster_name, help="only this cluster")
     status.add_argument("--json", action="store_true", help="print the state files as JSON")
     status.set_defaults(func=run_status)
+
+
+def _name_argument(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
+    parser.add_argument(
+        "--name",
+        default=DEFAULT_NAME,
+        type=cluster_name,
+        help=f"cluster name (default {DEFAULT_NAME})",
+    )
+
+
+def cluster_name(text: str) -> str:
+    """--name, checked for every action: a name is a folder under the clusters' state folder, so
+    `../..` would reach other clusters' files and daemons."""
+    try:
+        return check_name(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_up(args: argparse.Namespace) -> int:
     # Imported here: the checks and the build need nothing until the command really runs.
     from archbench.cluster.lifecycle import bring_up
     from archbench.cluster.preflight import require_cluster_support
-    from archbench.errors import UsageError
 
     if args.latency is not None:
         raise UsageError(
             "--latency is not supported: links are shaped by bandwidth (tc tbf) only, "
             "because tc netem is not available on this kernel"
+        )
+    if args.cpus_per_node is not None:
+        raise UsageError(
+            "--cpus-per-node is gone: nodes are capped by time dilation now (--dilation auto|D|off, "
+            "--vcpus-per-node V for a total of V/D of a core per node)"
         )
     require_cluster_support()
     if args.slurm:
@@ -121,8 +166,9 @@ def run_up(args: argparse.Namespace) -> int:
 
         require_support()
     spec = make_spec(
-        args.name, args.nodes, args.bandwidth, args.prefix, args.slots,
-        args.cpus_per_node, args.cfs_period_ms, args.idle_nap_us, slurm=args.slurm,
+        args.name, args.nodes, args.bandwidth, args.prefix, args.slots, args.dilation,
+        args.vcpus_per_node, args.cfs_period_ms, args.idle_nap_us, slurm=args.slurm,
+        vcpus_per_process=args.vcpus_per_process,
     )  # fmt: skip
     try:
         result = bring_up(spec)
@@ -138,7 +184,6 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def run_env(args: argparse.Namespace) -> int:
-    from archbench.errors import UsageError
 
     state = load_state(args.name)
     if state is None or not is_up(state):
@@ -223,17 +268,17 @@ def describe(state: ClusterState) -> str:
     from archbench.cluster.sshd import pid_is_sshd
 
     condition = "up" if healthy(state) else f"DEGRADED ({state.status})"
-    if state.cpus_per_node is None:
-        budget = "no CPU budget (nodes share the machine's cores)"
+    dilation = state.dilation_spec
+    if dilation is None:
+        caps = "no CPU caps (the nodes share the machine's cores: not faithful)"
+        links = f"links {state.bandwidth} each way"
     else:
-        budget = (
-            f"{state.cpus_per_node:g} CPUs per node (cgroup {state.cgroup}, "
-            f"period {(state.cfs_period_us or 0) / 1000:g} ms)"
-        )
-    waits = f"idle waits nap {state.idle_nap_us} us" if state.nap_library else "idle waits spin"
+        caps = f"{dilation.describe()} (cgroup {state.cgroup})"
+        links = f"links {state.bandwidth} each way in virtual time (tc {state.link_rate})"
+    waits = f"idle waits nap {state.idle_nap_us} us" if state.idle_nap_us else "idle waits spin"
     lines = [
-        f"{state.name}: {condition}, {len(state.nodes)} nodes, links {state.bandwidth} each way, "
-        f"{budget}, {waits}, subnet {state.subnet} on bridge {state.bridge} (host {state.bridge_address})"
+        f"{state.name}: {condition}, {len(state.nodes)} nodes, {links}, {caps}, {waits}, "
+        f"subnet {state.subnet} on bridge {state.bridge} (host {state.bridge_address})"
     ]
     for node in state.nodes:
         sshd_state = "running" if pid_is_sshd(node.sshd_pid) else "NOT RUNNING"

@@ -1,13 +1,16 @@
 """What the emulated cluster promised a run, and what the kernel reports it delivered.
 
-The chief takes a reading of every node the run used when training starts and another when it
-ends: each node's CPU-budget group (`cpu.stat`: periods, throttled periods and time, CPU used)
-and the bytes on each node's link, read from the host side of its veth in the host's network
-namespace (`/proc/<pid>/net/dev` of a process there). The difference becomes the record's
-`fidelity` object: the budget and link rate promised beside the CPU share each node got and the
-bytes each node sent and received per step, so a report can tell a run that the emulation
-carried faithfully from one it did not. On a real cluster (no emulated node) there is nothing to
-read and the object says so.
+The chief takes a reading of every node the run used once every rank's caps are armed (after the
+first timed step) and another when training ends: each node's CPU use (its cgroup), each of its
+capped threads' scheduler counters (`/proc/<tid>/schedstat`: CPU time and time spent runnable
+but not running) and CFS counters (`cpu.stat` of the thread's group: time throttled by its cap),
+the CPU of threads outside every cap, and the bytes on each node's link, read from the host side
+of its veth in the host's network namespace (`/proc/<pid>/net/dev` of a process there). The
+difference becomes the record's `fidelity` object: the dilation, caps and link rate promised
+beside what the threads got. A thread that was runnable and neither running nor throttled by its
+own cap waited for a core: the machine was oversubscribed, and in virtual time that thread ran
+slower than a host's core (`core_wait_share`). On a real cluster (no emulated node) there is
+nothing to read and the object says so.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archbench.cluster import cgroups, idlewait
+from archbench.cluster.dilation import Dilation
 from archbench.cluster.state import ClusterState, cluster_of
 
 
@@ -53,11 +57,39 @@ def interface_bytes(pid: int) -> dict[str, tuple[int, int]]:
     return counters
 
 
+def schedstat(tid: int) -> tuple[int, int] | None:
+    """(ns on a CPU, ns runnable but waiting) of a thread, from the scheduler's statistics; the
+    wait includes time its CFS cap held it back (throttled)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{tid}/schedstat").read_text().split()
+        return int(fields[0]), int(fields[1])
+    return None
+
+
+@dataclass
+class ThreadReading:
+    run_ns: int
+    wait_ns: int
+    throttled_ns: int  # 0 for a thread outside every cap
+
+
+def machine_times() -> tuple[int, int] | None:
+    """(idle, total) clock ticks of the whole machine so far, from /proc/stat."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields[:8])  # idle + iowait; user..steal
+    return None
+
+
 @dataclass
 class Reading:
     at: float
+    machine: tuple[int, int] | None = None  # machine_times()
+    node_throttled_ns: dict[str, int] = field(default_factory=dict)  # node -> its vcpu group
     cpu: dict[str, dict | None] = field(default_factory=dict)  # node -> cgroups.read_stats
     link: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (sent, received)
+    capped: dict[str, dict[int, ThreadReading]] = field(default_factory=dict)  # node -> tid -> ..
+    uncapped: dict[str, dict[int, ThreadReading]] = field(default_factory=dict)
 
 
 class FidelityProbe:
@@ -66,12 +98,12 @@ class FidelityProbe:
     def __init__(self, hosts: list[str]):
         self.hosts = hosts
         self.state = cluster_of(hosts)
-        self.hierarchy = cgroups.detect() if self.state and self.state.cpus_per_node else None
+        self.hierarchy = cgroups.detect() if self.state and self.state.dilation else None
         self.nodes = sorted({host.split(".")[0] for host in hosts}) if self.state else []
         self.start: Reading | None = None
 
     def read(self) -> Reading:
-        reading = Reading(at=time.monotonic())
+        reading = Reading(at=time.monotonic(), machine=machine_times())
         state = self.state
         if state is None:
             return reading
@@ -81,6 +113,17 @@ class FidelityProbe:
                 reading.cpu[name] = cgroups.read_stats(
                     self.hierarchy.node_dir(state.name, name), self.hierarchy
                 )
+                reading.capped[name] = self._threads(name)
+                threads_group = cgroups.read_stats(
+                    cgroups.threads_dir(self.hierarchy, state.name, name), self.hierarchy
+                )
+                if threads_group is not None:
+                    reading.node_throttled_ns[name] = int(threads_group["throttled_s"] * 1e9)
+                reading.uncapped[name] = {
+                    tid: ThreadReading(*counters, 0)
+                    for tid in cgroups.uncapped_threads(self.hierarchy, state.name, name)
+                    if (counters := schedstat(tid)) is not None
+                }
         pid = _host_netns_pid(state)
         if pid is not None:
             counters = interface_bytes(pid)
@@ -92,42 +135,47 @@ class FidelityProbe:
                     reading.link[name] = (received_by_host, sent_by_host)
         return reading
 
+    def _threads(self, node: str) -> dict[int, ThreadReading]:
+        assert self.hierarchy is not None and self.state is not None
+        threads = {}
+        for tid, group in cgroups.thread_groups(self.hierarchy, self.state.name, node).items():
+            counters = schedstat(tid)
+            stats = cgroups.read_stats(group, self.hierarchy)  # its usage: None (cpuacct apart)
+            if counters is not None and stats is not None:
+                threads[tid] = ThreadReading(
+                    counters[0], counters[1], int(stats["throttled_s"] * 1e9)
+                )
+        return threads
+
     def begin(self) -> None:
         self.start = self.read()
 
     def record(self, steps: int) -> dict:
-        """The `fidelity` object for the window since `begin()`, over `steps` training steps."""
+        """The `fidelity` object for the window since `begin()`, over `steps` training steps.
+        Durations are real seconds; `window_s` is also given in virtual time."""
         state = self.state
         if state is None or self.start is None:
             return {"emulated": False}
         end = self.read()
         window_s = end.at - self.start.at
-        quota_s = (state.cpus_per_node or 0) * (state.cfs_period_us or 0) / 1e6
+        dilation = state.dilation_spec
         nodes = {}
         for name in self.nodes:
             node: dict = {}
             cpu = cgroups.stats_delta(self.start.cpu.get(name), end.cpu.get(name))
-            if cpu is not None:
+            if cpu is not None and dilation is not None:
+                node.update(_cpu_figures(cpu, window_s, dilation))
+            if name in end.capped:
+                node_throttled = end.node_throttled_ns.get(
+                    name, 0
+                ) - self.start.node_throttled_ns.get(name, 0)
                 node.update(
-                    usage_s=cpu["usage_s"],
-                    throttled_s=cpu["throttled_s"],
-                    nr_periods=cpu["nr_periods"],
-                    nr_throttled=cpu["nr_throttled"],
-                    # Share of the promised budget the node used over the window (<= 1; low
-                    # when its processes waited on the network or sat idle).
-                    budget_used=(
-                        cpu["usage_s"] / (window_s * state.cpus_per_node)
-                        if cpu["usage_s"] is not None and window_s > 0 and state.cpus_per_node
-                        else None
-                    ),
-                    # What the kernel gave in the periods the node wanted CPU: its use over the
-                    # quota of those periods (1 when the budget was delivered in full).
-                    quota_delivered=(
-                        cpu["usage_s"] / (cpu["nr_periods"] * quota_s)
-                        if cpu["usage_s"] is not None and cpu["nr_periods"] and quota_s
-                        else None
-                    ),
+                    _thread_figures(
+                        self.start.capped.get(name, {}), end.capped[name], window_s, node_throttled
+                    )
                 )
+                uncapped = _deltas(self.start.uncapped.get(name, {}), end.uncapped[name])
+                node["uncapped_cpu_s"] = sum(d.run_ns for d in uncapped) / 1e9
             if name in self.start.link and name in end.link and steps > 0:
                 sent = end.link[name][0] - self.start.link[name][0]
                 received = end.link[name][1] - self.start.link[name][1]
@@ -136,15 +184,88 @@ class FidelityProbe:
                     wire_bytes_received_per_step=received / steps,
                 )
             nodes[name] = node
+        factor = dilation.factor if dilation is not None else 1.0
+        idle_share = None
+        if self.start.machine is not None and end.machine is not None:
+            ticks = end.machine[1] - self.start.machine[1]
+            idle_share = (end.machine[0] - self.start.machine[0]) / ticks if ticks > 0 else None
         return {
             "emulated": True,
             "cluster": state.name,
-            "cpus_per_node": state.cpus_per_node,
+            "dilation": dilation.factor if dilation is not None else None,
+            "vcpus_per_node": dilation.vcpus_per_node if dilation is not None else None,
+            "vcpus_per_process": dilation.vcpus_per_process if dilation is not None else None,
+            "thread_cap_cpus": 1 / dilation.factor if dilation is not None else None,
             "cfs_period_us": state.cfs_period_us,
             "cgroup": state.cgroup,
             "idle_wait": idlewait.current(),
             "link": state.bandwidth,
-            "window_s": window_s,
+            "link_rate": state.link_rate,
+            "window_s": window_s / factor,
+            "window_real_s": window_s,
+            # The machine's idle share over the window: a faithful cluster leaves some (the
+            # caps hold the nodes' busy threads under the cores); none means the cores were
+            # saturated and threads waited for one.
+            "machine_idle_share": idle_share,
             "steps": steps,
             "nodes": nodes,
         }
+
+
+def _deltas(start: dict[int, ThreadReading], end: dict[int, ThreadReading]) -> list[ThreadReading]:
+    """Each thread's counters over the window (threads seen at both ends)."""
+    return [
+        ThreadReading(
+            after.run_ns - start[tid].run_ns,
+            after.wait_ns - start[tid].wait_ns,
+            after.throttled_ns - start[tid].throttled_ns,
+        )
+        for tid, after in end.items()
+        if tid in start
+    ]
+
+
+def _cpu_figures(cpu: dict, window_s: float, dilation: Dilation) -> dict:
+    """A node's CPU over the window: real CPU seconds, and in virtual time the busy cores."""
+    usage = cpu["usage_s"]
+    return {
+        "usage_s": usage,
+        # CPU seconds per second of virtual time: 1.0 = one thread busy all the time on its
+        # virtual core.
+        "busy_vcpus": usage * dilation.factor / window_s
+        if usage is not None and window_s
+        else None,
+        "nr_periods": cpu["nr_periods"],
+    }
+
+
+def _thread_figures(
+    start: dict[int, ThreadReading],
+    end: dict[int, ThreadReading],
+    window_s: float,
+    node_throttled_ns: int = 0,
+) -> dict:
+    """What the node's capped threads got over the window: CPU, time held back by their own caps
+    or the node's (throttled), and time they waited for a core beyond that (oversubscription)."""
+    deltas = _deltas(start, end)
+    run = sum(d.run_ns for d in deltas) / 1e9
+    throttled = sum(d.throttled_ns for d in deltas) / 1e9
+    # Runnable, not running, held back neither by its own cap nor by the node's: waiting for a
+    # core. A thread may not have been runnable through all of the node's throttled time, so
+    # this is a lower bound (never negative: the counters are read a moment apart).
+    core_wait = (
+        sum(max(0, d.wait_ns - d.throttled_ns - max(0, node_throttled_ns)) for d in deltas) / 1e9
+    )
+    return {
+        "threads": len(deltas),
+        "capped_cpu_s": run,
+        "throttled_s": throttled,
+        "node_throttled_s": max(0, node_throttled_ns) / 1e9,
+        "core_wait_s": core_wait,
+        # Waiting for a core per second of CPU: what the node's threads lost to an oversubscribed
+        # machine (a few percent is the scheduler's wake-up latency).
+        "core_wait_share": core_wait / run if run > 0 else None,
+        "busiest_thread_cpus": max((d.run_ns / 1e9 / window_s for d in deltas), default=None)
+        if window_s > 0
+        else None,
+    }

@@ -14,7 +14,7 @@ from archbench.cluster.sshd import project_root
 from archbench.errors import UsageError
 from archbench.hosts import HostSlots, host_list_text, hostfile_text
 
-_GENERATED_LINE = re.compile(r"^[a-z-]+\d+ slots=\d+$")
+_GENERATED_LINE = re.compile(r"[a-z-]+\d+ slots=\d+")
 
 
 def hostfiles_dir() -> Path:
@@ -24,6 +24,11 @@ def hostfiles_dir() -> Path:
 def hostfile_paths(cluster: str) -> tuple[Path, Path]:
     directory = hostfiles_dir()
     return directory / f"{cluster}.txt", directory / f"{cluster}.hosts"
+
+
+def texts(nodes: list[str], slots: int) -> tuple[str, str]:
+    """The two files' text: Open MPI's hostfile and horovodrun's `-H` line."""
+    return _mpi_text(nodes, slots), _horovod_text(nodes, slots)
 
 
 def _mpi_text(nodes: list[str], slots: int) -> str:
@@ -40,7 +45,7 @@ def _looks_generated(mpi_file: Path) -> bool:
         lines = mpi_file.read_text().splitlines()
     except FileNotFoundError:
         return True
-    return bool(lines) and all(_GENERATED_LINE.match(line) for line in lines)
+    return bool(lines) and all(_GENERATED_LINE.fullmatch(line) for line in lines)
 
 
 def check_hostfiles_free(cluster: str) -> None:
@@ -54,9 +59,10 @@ def check_hostfiles_free(cluster: str) -> None:
 
 def write_hostfiles(cluster: str, nodes: list[str], slots: int) -> list[Path]:
     mpi_file, horovod_file = hostfile_paths(cluster)
+    mpi_text, horovod_text = texts(nodes, slots)
     mpi_file.parent.mkdir(parents=True, exist_ok=True)
-    mpi_file.write_text(_mpi_text(nodes, slots))
-    horovod_file.write_text(_horovod_text(nodes, slots))
+    mpi_file.write_text(mpi_text)
+    horovod_file.write_text(horovod_text)
     return [mpi_file, horovod_file]
 
 

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from archbench.cluster import blocks, cgroups, hostfiles, idlewait, network, slurm, sshd
+from archbench.cluster import blocks, cgroups, hostfiles, network, nodelib, slurm, sshd
+from archbench.cluster.idlewait import LIBRARY_NAME
 from archbench.cluster.spec import ClusterSpec
 from archbench.cluster.state import (
     ClusterState,
@@ -18,11 +19,13 @@ from archbench.cluster.state import (
     cluster_dir,
     cluster_lock,
     is_up,
+    link_rate,
     list_states,
     load_state,
     save_state,
 )
 from archbench.errors import RunFailed, UsageError
+from archbench.safe_text import plain_word
 
 HOSTS_FILE = Path("/etc/hosts")
 # Open MPI reads per-user MCA parameters from here, on the host and (same $HOME) in the nodes.
@@ -53,8 +56,7 @@ def _same_shape(state: ClusterState, spec: ClusterSpec) -> bool:
         state.node_names == spec.node_names
         and state.bandwidth == spec.bandwidth
         and state.slots == spec.slots
-        and state.cpus_per_node == spec.cpus_per_node
-        and (state.cpus_per_node is None or state.cfs_period_us == spec.cfs_period_us)
+        and state.dilation_spec == spec.dilation
         and state.idle_nap_us == spec.idle_nap_us
         and (state.slurm is not None) == spec.slurm
     )
@@ -110,10 +112,12 @@ def _new_state(spec: ClusterSpec) -> ClusterState:
         mca_params=str(mca_params_path()),
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         host_netns=os.stat("/proc/self/ns/net").st_ino,
-        cpus_per_node=spec.cpus_per_node,
-        cfs_period_us=spec.cfs_period_us if spec.cpus_per_node is not None else None,
+        dilation=spec.dilation.factor if spec.dilation is not None else None,
+        vcpus_per_node=spec.dilation.vcpus_per_node if spec.dilation is not None else None,
+        vcpus_per_process=spec.dilation.vcpus_per_process if spec.dilation is not None else None,
+        cfs_period_us=spec.dilation.cfs_period_us if spec.dilation is not None else None,
         idle_nap_us=spec.idle_nap_us,
-        cgroup=_hierarchy_for(spec).version if spec.cpus_per_node is not None else None,
+        cgroup=_hierarchy_for(spec).version if spec.dilation is not None else None,
         slurm={} if spec.slurm else None,
     )
 
@@ -122,20 +126,31 @@ def _hierarchy_for(spec: ClusterSpec) -> cgroups.Hierarchy:
     hierarchy = cgroups.detect()
     if hierarchy is None:
         raise UsageError(
-            f"{cgroups.unavailable_reason()}; bring the cluster up with --cpus-per-node off "
+            f"{cgroups.unavailable_reason()}; bring the cluster up with --dilation off "
             "to accept nodes that share the machine's cores"
         )
     return hierarchy
 
 
 def _hosts_lines(state: ClusterState) -> list[str]:
-    return [f"{node.address} {node.name}" for node in state.nodes]
+    """The /etc/hosts block: every node, and with Slurm the controller's name on the bridge."""
+    names = [(node.address, node.name) for node in state.nodes]
+    if state.slurm is not None:
+        names.append((state.bridge_address, slurm.controller_host(state)))
+    return [
+        f"{plain_word(address, 'address')} {plain_word(name, 'host name')}"
+        for address, name in names
+    ]
 
 
 def _ssh_config_lines(state: ClusterState) -> list[str]:
+    """The ~/.ssh/config block: ssh reads a directive per line and splits values at blanks, so
+    every value is one plain word (UsageError otherwise)."""
+    names = [plain_word(name, "node name") for name in state.node_names]
+    key = plain_word(str(state.directory / sshd.CLIENT_KEY), "the cluster's key")
     return [
-        f"Host {' '.join(state.node_names)}",
-        f"    IdentityFile {state.directory / sshd.CLIENT_KEY}",
+        f"Host {' '.join(names)}",
+        f"    IdentityFile {key}",
         "    IdentitiesOnly yes",
         "    BatchMode yes",
         # The nodes' host key is made afresh by every `up`: nothing to verify it against.
@@ -160,6 +175,32 @@ def _mca_lines() -> list[str]:
     ]
 
 
+def _node_environment(
+    state: ClusterState, library: Path, hierarchy: cgroups.Hierarchy | None
+) -> dict[str, str]:
+    """What every session and task on a node gets (archbench.cluster.nodelib)."""
+    return nodelib.node_environment(
+        library, state.idle_nap_us, state.dilation_spec,
+        hierarchy.cluster_dirs(state.name)[0] if hierarchy is not None else None, state.cgroup,
+    )  # fmt: skip
+
+
+def _check_generated_text(state: ClusterState) -> None:
+    """Writes every file `up` generates, in memory only: a value that one of them cannot hold (a
+    folder with a blank in its path, say) is refused before anything is built."""
+    hierarchy = cgroups.detect() if state.dilation_spec is not None else None
+    placeholder = _node_environment(state, state.directory / LIBRARY_NAME, hierarchy)
+    for node in state.nodes:
+        node_dir = state.directory / node.name
+        sshd.sshd_config_text(state.directory, node.name, node_dir / "sshd.pid", placeholder)
+    blocks.with_block("", _cluster_block(state.name), _hosts_lines(state))
+    blocks.with_block("", _cluster_block(state.name), _ssh_config_lines(state))
+    hostfiles.texts(state.node_names, state.slots)
+    if state.slurm is not None:
+        slurm.conf_text(state)
+        slurm.task_prolog_text(placeholder)
+
+
 def _build(state: ClusterState) -> None:
     directory = state.directory
     directory.mkdir(parents=True, exist_ok=True)
@@ -169,7 +210,7 @@ def _build(state: ClusterState) -> None:
     for node in state.nodes:
         network.create_node(
             node.name, node.host_veth, state.bridge, f"{node.address}/24", state.bridge,
-            state.bandwidth,
+            state.link_rate,
         )  # fmt: skip
     save_state(state)
     blocks.insert_block(Path(state.hosts_file), _cluster_block(state.name), _hosts_lines(state))
@@ -180,23 +221,25 @@ def _build(state: ClusterState) -> None:
     blocks.insert_block(Path(state.mca_params), MCA_BLOCK, _mca_lines())
     if sshd.ensure_privsep_dir():
         blocks.remember_created(sshd.PRIVSEP_DIR)
-    hierarchy = cgroups.detect() if state.cpus_per_node is not None else None
-    if state.idle_nap_us > 0:
-        state.nap_library = str(idlewait.build_library(directory))
-        save_state(state)
-    node_env = idlewait.node_environment(
-        Path(state.nap_library) if state.nap_library else None, state.idle_nap_us
-    )
+    dilation = state.dilation_spec
+    hierarchy = cgroups.detect() if dilation is not None else None
+    state.node_library = str(nodelib.build_library(directory))
+    save_state(state)
+    node_env = _node_environment(state, Path(state.node_library), hierarchy)
     for node in state.nodes:
         node_dir = directory / node.name
         node_dir.mkdir(exist_ok=True)
-        if hierarchy is not None:
+        if hierarchy is not None and dilation is not None:
             # Before sshd starts: it joins the group itself, so every session inherits it.
             node.cgroup_dirs = [
                 str(path)
                 for path in cgroups.create_node_group(
-                    hierarchy, state.name, node.name, state.cpus_per_node, state.cfs_period_us
-                )
+                    hierarchy,
+                    state.name,
+                    node.name,
+                    dilation.node_quota_us,
+                    dilation.cfs_period_us,
+                )  # fmt: skip
             ]
             save_state(state)
         config = node_dir / "sshd_config"
@@ -245,6 +288,7 @@ def bring_up(spec: ClusterSpec) -> UpResult:
         _check_names_free(spec)
         hostfiles.check_hostfiles_free(spec.name)
         state = _new_state(spec)
+        _check_generated_text(state)
         save_state(state)
         try:
             _build(state)
@@ -321,7 +365,9 @@ def set_bandwidth(name: str, bandwidth: str) -> ClusterState:
         if state is None or not is_up(state):
             raise UsageError(f"cluster {name!r} is not up")
         for node in state.nodes:
-            network.shape_link(node.name, node.host_veth, state.bridge, bandwidth)
+            network.shape_link(
+                node.name, node.host_veth, state.bridge, link_rate(bandwidth, state.dilation)
+            )
         state.bandwidth = bandwidth
         save_state(state)
         return state

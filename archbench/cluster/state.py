@@ -16,6 +16,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from archbench.bandwidth import Bandwidth
+from archbench.cluster.dilation import Dilation
+
 RUN_DIR = Path(os.environ.get("ARCHBENCH_RUN_DIR", "/run/archbench"))
 NETNS_DIR = Path("/run/netns")
 STATE_FILE = "state.json"
@@ -57,12 +60,16 @@ class ClusterState:
     ssh_config: str = ""
     mca_params: str = ""
     created_at: str = ""
-    cpus_per_node: float | None = None  # the CPU budget of every node; None: not budgeted
+    # Time dilation (archbench.cluster.dilation): D, virtual cores per node (None: no total),
+    # the caps' CFS period; None: no caps (the nodes share the machine's cores).
+    dilation: float | None = None
+    vcpus_per_node: int | None = None
+    vcpus_per_process: int | None = None
     cfs_period_us: int | None = None
-    cgroup: str | None = None  # "v1" | "v2": the interface that enforces the budget
+    cgroup: str | None = None  # "v1" | "v2": the interface that enforces the caps
     host_netns: int | None = None  # inode of the host's network namespace (link counters)
     idle_nap_us: int = 0  # how long an idle wait on a node sleeps (0: it spins)
-    nap_library: str | None = None  # the preloaded library that makes it sleep
+    node_library: str | None = None  # preloaded into the nodes' processes (naps, thread caps)
     # Slurm on the nodes (`up --slurm`): None without; its configuration, controller, partition
     # and daemon pids once started (an empty dict while `up` runs)
     slurm: dict | None = None
@@ -70,6 +77,19 @@ class ClusterState:
     @property
     def node_names(self) -> list[str]:
         return [node.name for node in self.nodes]
+
+    @property
+    def dilation_spec(self) -> Dilation | None:
+        if self.dilation is None or self.cfs_period_us is None:
+            return None
+        return Dilation(
+            self.dilation, self.vcpus_per_node or 1, self.cfs_period_us, self.vcpus_per_process or 1
+        )
+
+    @property
+    def link_rate(self) -> str:
+        """What tc shapes each link to: the virtual bandwidth / D."""
+        return link_rate(self.bandwidth, self.dilation)
 
     @property
     def directory(self) -> Path:
@@ -82,6 +102,14 @@ class ClusterState:
     def from_dict(cls, data: dict) -> ClusterState:
         nodes = [NodeState(**node) for node in data.get("nodes", [])]
         return cls(**{**data, "nodes": nodes})
+
+
+def link_rate(bandwidth: str, dilation: float | None) -> str:
+    """The tc rate of a link of `bandwidth` in virtual time on a cluster dilated by D: B / D."""
+    if not dilation or dilation == 1:
+        return bandwidth
+    bits = Bandwidth.tc_rate(bandwidth, check_range=False).bits_per_s / dilation
+    return f"{max(1, int(round(bits / 1000)))}kbit"
 
 
 def save_state(state: ClusterState) -> None:
@@ -154,7 +182,8 @@ def cluster_of(hostnames: list[str]) -> ClusterState | None:
 
 
 def current_link(hostnames: list[str]) -> str | None:
-    """The shaped bandwidth (e.g. "200mbit") when every hostname is a node of one emulated
-    cluster that is up; None otherwise (a real cluster, a single machine, or a mix)."""
+    """The link bandwidth in virtual time (e.g. "200mbit": tc shapes it to 200mbit / D) when
+    every hostname is a node of one emulated cluster that is up; None otherwise (a real cluster,
+    a single machine, or a mix)."""
     state = cluster_of(hostnames)
     return state.bandwidth if state is not None else None

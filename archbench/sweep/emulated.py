@@ -14,6 +14,49 @@ from archbench.errors import StopError, UsageError
 from archbench.sweep.hosts import ClusterTarget
 
 
+def node_spec(
+    target: ClusterTarget,
+    name: str,
+    prefix: str,
+    bandwidth: str,
+    dilation: float | str | None = None,
+    vcpus_per_node: int | None = None,
+    vcpus_per_process: int | None = None,
+    idle_nap_us: int | None = None,
+):
+    """The `cluster up` a sweep asks for its target (archbench.cluster.spec.make_spec);
+    UsageError naming what this machine cannot build."""
+    from archbench.cluster.spec import make_spec
+
+    slots = max(slots for _, slots in target.hosts)
+    return make_spec(
+        name, len(target.hosts), bandwidth, prefix, min(slots, 64), dilation, vcpus_per_node,
+        idle_nap_us=idle_nap_us, vcpus_per_process=vcpus_per_process,
+    )  # fmt: skip
+
+
+def check_buildable(target: ClusterTarget, cluster) -> None:
+    """Before a plan is used (a dry run too): a cluster the sweep would bring up is one this
+    machine can build. `cluster` is the spec's."""
+    from archbench.cluster.spec import DEFAULT_BANDWIDTH
+    from archbench.cluster.state import is_up, load_state
+
+    state = load_state(cluster.name)
+    if not target.manage or (state is not None and is_up(state)):
+        return  # nothing to build: it is up (check_ready judges its nodes), or must already be
+    try:
+        node_spec(
+            target, cluster.name, cluster.prefix, target.bandwidth or DEFAULT_BANDWIDTH,
+            cluster.dilation, cluster.vcpus_per_node, cluster.vcpus_per_process,
+            cluster.idle_nap_us,
+        )  # fmt: skip
+    except UsageError as exc:
+        raise UsageError(
+            f"this machine cannot build the emulated cluster of {len(target.hosts)} nodes the "
+            f"study asks for (cluster:): {exc}"
+        ) from None
+
+
 class EmulatedCluster:
     def __init__(
         self,
@@ -22,13 +65,18 @@ class EmulatedCluster:
         prefix: str,
         owner_file: Path | None = None,
         log=None,
-        cpus_per_node: float | str | None = None,
+        dilation: float | str | None = None,
+        vcpus_per_node: int | None = None,
+        vcpus_per_process: int | None = None,
         idle_nap_us: int | None = None,
     ):
         self.target = target
         self.name = name
         self.prefix = prefix
-        self.cpus_per_node = cpus_per_node  # the nodes' CPU budget when this sweep brings it up
+        # how the nodes are slowed down when this sweep brings the cluster up
+        self.dilation = dilation
+        self.vcpus_per_node = vcpus_per_node
+        self.vcpus_per_process = vcpus_per_process
         self.idle_nap_us = idle_nap_us
         # Names the cluster a sweep of this study brought up, so a sweep that was killed before
         # it could bring the cluster down has it brought down by the next one.
@@ -103,7 +151,7 @@ class EmulatedCluster:
         None (a run without a link setting, such as `single` on one node): up at the study's
         link rate, or as it is."""
         from archbench.cluster.lifecycle import bring_up, set_bandwidth
-        from archbench.cluster.spec import DEFAULT_BANDWIDTH, make_spec
+        from archbench.cluster.spec import DEFAULT_BANDWIDTH
 
         state = self._state()
         if bandwidth is None:
@@ -114,10 +162,9 @@ class EmulatedCluster:
             self.log(
                 f"bringing up emulated cluster {self.name!r} ({len(self.target.hosts)} nodes, {bandwidth})"
             )
-            slots = max(slots for _, slots in self.target.hosts)
-            spec = make_spec(
-                self.name, len(self.target.hosts), bandwidth, self.prefix, min(slots, 64),
-                self.cpus_per_node, idle_nap_us=self.idle_nap_us,
+            spec = node_spec(
+                self.target, self.name, self.prefix, bandwidth, self.dilation,
+                self.vcpus_per_node, self.vcpus_per_process, self.idle_nap_us,
             )  # fmt: skip
             if self.owner_file is not None:
                 self.owner_file.write_text(self.name + "\n")

@@ -20,6 +20,7 @@ from archbench.errors import UsageError
 from archbench.settings import PLACEMENT_POLICIES, SETTINGS, applies, combination_problem
 from archbench.sweep import commands, design
 from archbench.sweep.hosts import ClusterTarget
+from archbench.sweep.limits import MAX_RUNS
 from archbench.sweep.spec import StudySpec
 
 # Launch defaults for multi-process runs when the study does not set them (the registry's).
@@ -54,7 +55,9 @@ class PlannedRun:
 
     @property
     def world_size(self) -> int:
-        return architecture(self.arch).processes(self.num_workers, self.config.get("num_ps"))
+        return architecture(self.arch).processes(
+            self.num_workers, self.config.get("num_ps"), self.config.get("companions", 0)
+        )
 
 
 @dataclass
@@ -101,6 +104,9 @@ def normalise(point: dict[str, Any], spec: StudySpec, target: ClusterTarget) -> 
                 f"bandwidth={config['bandwidth']} needs the emulated cluster (--cluster emulated), "
                 f"not {target.kind}"
             )
+    elif _loaded_baseline(spec, target) and int(merged.get("workers") or 1) > 1:
+        # The baseline of a W-worker comparison, measured with W - 1 companions beside it.
+        config.setdefault("companions", int(merged["workers"]) - 1)
     if "epochs" in config and "steps" in config:
         raise UsageError(f"configuration {describe(config)} sets both epochs and steps; keep one")
     if config.get("controller") == "gloo" and config.get("launcher") != "horovodrun":
@@ -108,11 +114,28 @@ def normalise(point: dict[str, Any], spec: StudySpec, target: ClusterTarget) -> 
             f"configuration {describe(config)}: controller gloo needs launcher horovodrun"
         )
     _check_model(config)
-    problem = combination_problem(config)
+    problem = combination_problem(config) or (_untraceable(config) if spec.timeline else None)
     if problem:
         raise UsageError(f"configuration {describe(config)}: {problem}")
     order = list(SETTINGS)
     return {name: config[name] for name in sorted(config, key=order.index)}
+
+
+def _untraceable(config: dict[str, Any]) -> str | None:
+    """`timeline: true`: why a run of --steps cannot be traced (with --epochs the run itself
+    says so: its length depends on the data)."""
+    if config.get("steps") is None:
+        return None
+    from archbench.timeline.plan import too_short
+
+    length = ("warmup_steps", "probe_every", "timeline_steps")
+    return too_short(config["steps"], *(config.get(n, SETTINGS[n].default) for n in length))
+
+
+def _loaded_baseline(spec: StudySpec, target: ClusterTarget) -> bool:
+    if spec.baseline_load == "auto":
+        return target.kind == "emulated"
+    return spec.baseline_load == "loaded"
 
 
 def _check_model(config: dict[str, Any]) -> None:
@@ -144,6 +167,10 @@ def run_id_for(config: dict[str, Any], repetition: int, cluster_kind: str) -> st
 
 def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
     """Every run of the study, validated and in run order; UsageError on the first problem."""
+    if target.kind == "emulated":
+        from archbench.sweep.emulated import check_buildable
+
+        check_buildable(target, spec.cluster)
     points = design.expand(spec.design, spec.factors, spec.seed)
     plan = StudyPlan(spec, target, [], design_points=len(points))
     configurations: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
@@ -177,6 +204,12 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
     if excluded:
         plan.notes.append(f"{excluded} design point(s) excluded by the spec")
     plan.configurations = len(configurations)
+    if plan.configurations * spec.repetitions > MAX_RUNS:
+        raise UsageError(
+            f"study {spec.name}: {plan.configurations:,} configurations x {spec.repetitions:,} "
+            f"repetitions = {plan.configurations * spec.repetitions:,} runs; a study has at most "
+            f"{MAX_RUNS:,}"
+        )
 
     for config, factors in configurations.values():
         layout = commands.layout_for(config, target)
@@ -195,9 +228,33 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
                     factors=factors,
                     layout=layout,
                     timeout_s=spec.timeout_for(run_config),
-                    launched=config["arch"] in MULTI_PROCESS or target.kind != "localhost",
+                    launched=config["arch"] in MULTI_PROCESS
+                    or target.kind != "localhost"
+                    or config.get("companions", 0) > 0,
                 )
             )
     if spec.order == "random":
         random.Random(f"order:{spec.seed}").shuffle(plan.runs)
     return plan
+
+
+def check_only(plan: StudyPlan, only: dict[str, list[Any]] | None) -> None:
+    """`--only` names levels some run of the plan has, and together they select a run;
+    UsageError naming the first level (or the selection) that picks nothing."""
+    if not only:
+        return
+    for name, levels in only.items():
+        present = {json.dumps(run.config.get(name), default=str) for run in plan.runs}
+        for level in levels:
+            if json.dumps(level, default=str) not in present:
+                shown = {str(run.config[name]) for run in plan.runs if name in run.config}
+                have = ", ".join(sorted(shown)) or "none (it is not set)"
+                raise UsageError(
+                    f"--only {name}={level}: no run of study {plan.spec.name} has it "
+                    f"(its runs' levels of {name}: {have})"
+                )
+    if not any(
+        all(run.config.get(name) in levels for name, levels in only.items()) for run in plan.runs
+    ):
+        chosen = " ".join(f"{name}={'|'.join(map(str, levels))}" for name, levels in only.items())
+        raise UsageError(f"--only {chosen}: no run of study {plan.spec.name} has all of these")

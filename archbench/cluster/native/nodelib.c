@@ -1,0 +1,275 @@
+/* Preloaded into every process of an emulated node (LD_PRELOAD, set by the node's sshd).
+ *
+ * 1. Idle waits nap. Open MPI waits for messages by polling, and with mpi_yield_when_idle it
+ *    calls sched_yield() on every idle pass. On a host of its own that poll burns a core nobody
+ *    else needs; on an emulated node it burns the node's CPU, which then slows the rank's own
+ *    compute. Here an idle yield sleeps instead, for ARCHBENCH_IDLE_NAP_US microseconds
+ *    (0: the yield is passed through and waits spin).
+ *
+ * 2. Virtual cores (time dilation). With ARCHBENCH_THREAD_CAPS set to the cluster's cgroup
+ *    directory, every thread of the process runs in a CFS group of its own inside a group of
+ *    its process, in the node's (<that directory>/<host name>/vcpu/p<pid>/t<thread id>): the
+ *    thread capped at ARCHBENCH_THREAD_QUOTA_US per ARCHBENCH_CFS_PERIOD_US (1/D of a core),
+ *    its process at ARCHBENCH_PROCESS_QUOTA_US (its virtual cores / D), the node's threads
+ *    together at the node's virtual cores / D (set on vcpu/ by `cluster up`). A thread
+ *    is placed at birth (pthread_create is wrapped: the new thread places itself before it runs
+ *    its start routine), and archbench_caps_arm() places the threads that already exist.
+ *    Processes of archbench itself start unplaced, so that importing TensorFlow and building
+ *    graphs run outside the caps, and call archbench_caps_arm() before their first timed step
+ *    (archbench.cluster.threadcaps); every other process (orted, a shell, a user's program) is
+ *    placed from its first instruction. archbench_caps_disarm() moves every thread back to the
+ *    node's own group. Groups of threads that have exited are removed when a process arms or
+ *    disarms, and by `archbench cluster down`.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+static long nap_ns = -1;
+
+int sched_yield(void) {
+    if (nap_ns < 0) {
+        const char *text = getenv("ARCHBENCH_IDLE_NAP_US");
+        long micros = text ? atol(text) : 100;
+        nap_ns = (micros >= 0 && micros <= 1000000) ? micros * 1000 : 100000;
+    }
+    if (nap_ns == 0) return (int)syscall(SYS_sched_yield);
+    struct timespec nap = {nap_ns / 1000000000L, nap_ns % 1000000000L};
+    nanosleep(&nap, NULL);
+    return 0;
+}
+
+/* --- per-thread caps ------------------------------------------------------------------- */
+
+static char caps_dir[PATH_MAX];  /* the node's group of thread groups; "" when not capped */
+static char node_dir[PATH_MAX];  /* where a thread goes back when caps are disarmed */
+static long quota_us, process_quota_us, period_us;
+static int cgroup_v2;
+static int armed;                /* read by every new thread: atomic */
+static long placed, place_failures;
+
+static pid_t thread_id(void) { return (pid_t)syscall(SYS_gettid); }
+
+static int write_text(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t length = (ssize_t)strlen(text);
+    ssize_t written = write(fd, text, (size_t)length);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return written == length ? 0 : -1;
+}
+
+static int write_in(const char *dir, const char *file, const char *text) {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path) return -1;
+    return write_text(path, text);
+}
+
+/* Makes `dir` a capped group (if missing) with `quota` per period. */
+static int make_group(const char *dir, long quota) {
+    char text[64];
+    if (mkdir(dir, 0755) != 0) {
+        if (errno == EEXIST) return 0;  /* made before: already capped */
+        return -1;
+    }
+    if (cgroup_v2) {
+        /* v2: a thread may live apart from its process only in a threaded subtree. */
+        write_in(dir, "cgroup.type", "threaded");
+        snprintf(text, sizeof text, "%ld %ld", quota, period_us);
+        return write_in(dir, "cpu.max", text);
+    }
+    snprintf(text, sizeof text, "%ld", period_us);
+    if (write_in(dir, "cpu.cfs_period_us", text) != 0) return -1;
+    snprintf(text, sizeof text, "%ld", quota);
+    return write_in(dir, "cpu.cfs_quota_us", text);
+}
+
+/* Puts thread `tid` of this process in a capped group of its own, inside its process's. */
+static int place_thread(pid_t tid) {
+    char process_dir[PATH_MAX], dir[PATH_MAX], text[32];
+    if (snprintf(process_dir, sizeof process_dir, "%s/p%d", caps_dir, (int)getpid())
+            >= (int)sizeof process_dir
+        || snprintf(dir, sizeof dir, "%s/t%d", process_dir, (int)tid) >= (int)sizeof dir)
+        return -1;
+    if (make_group(process_dir, process_quota_us) != 0) return -1;
+    if (cgroup_v2) write_in(process_dir, "cgroup.subtree_control", "+cpu");
+    if (make_group(dir, quota_us) != 0) return -1;
+    snprintf(text, sizeof text, "%d", (int)tid);
+    return write_in(dir, cgroup_v2 ? "cgroup.threads" : "tasks", text);
+}
+
+static int unplace_thread(pid_t tid) {
+    char text[32];
+    snprintf(text, sizeof text, "%d", (int)tid);
+    return write_in(node_dir, cgroup_v2 ? "cgroup.threads" : "tasks", text);
+}
+
+static void count_placement(int result) {
+    if (result == 0)
+        __atomic_add_fetch(&placed, 1, __ATOMIC_RELAXED);
+    else
+        __atomic_add_fetch(&place_failures, 1, __ATOMIC_RELAXED);
+}
+
+static int is_alive(const char *id) {
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/%s", id);
+    return access(proc, F_OK) == 0;
+}
+
+/* Removes the thread groups of `process_dir` whose threads no longer exist, then the process's
+ * group when its process is gone (rmdir fails on a group in use). */
+static void prune_process(const char *process_dir, int process_alive) {
+    DIR *dir = opendir(process_dir);
+    if (dir == NULL) return;
+    struct dirent *entry;
+    char path[PATH_MAX];
+    while ((entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] != 't' || is_alive(entry->d_name + 1)) continue;
+        if (snprintf(path, sizeof path, "%s/%s", process_dir, entry->d_name) < (int)sizeof path)
+            rmdir(path);
+    }
+    closedir(dir);
+    if (!process_alive) rmdir(process_dir);
+}
+
+static void prune_groups(void) {
+    DIR *dir = opendir(caps_dir);
+    if (dir == NULL) return;
+    struct dirent *entry;
+    char path[PATH_MAX];
+    while ((entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] != 'p') continue;
+        if (snprintf(path, sizeof path, "%s/%s", caps_dir, entry->d_name) < (int)sizeof path)
+            prune_process(path, is_alive(entry->d_name + 1));
+    }
+    closedir(dir);
+}
+
+/* Calls `action` for every thread of this process. */
+static int for_each_thread(int (*action)(pid_t)) {
+    DIR *dir = opendir("/proc/self/task");
+    if (dir == NULL) return -1;
+    struct dirent *entry;
+    int count = 0;
+    while ((entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+        int result = action((pid_t)atoi(entry->d_name));
+        if (action == place_thread) count_placement(result);
+        if (result == 0) count++;
+    }
+    closedir(dir);
+    return count;
+}
+
+/* Places every thread of this process, and every thread it starts from now on. Returns how
+ * many threads were placed, or -1 where this process is not on a capped node. */
+int archbench_caps_arm(void) {
+    if (caps_dir[0] == '\0') return -1;
+    __atomic_store_n(&armed, 1, __ATOMIC_SEQ_CST);  /* before the walk: no thread slips by */
+    prune_groups();
+    return for_each_thread(place_thread);
+}
+
+/* Moves every thread back to the node's own group; new threads stay there too. */
+int archbench_caps_disarm(void) {
+    if (caps_dir[0] == '\0') return -1;
+    __atomic_store_n(&armed, 0, __ATOMIC_SEQ_CST);
+    int moved = for_each_thread(unplace_thread);
+    prune_groups();
+    return moved;
+}
+
+int archbench_caps_armed(void) { return __atomic_load_n(&armed, __ATOMIC_SEQ_CST); }
+
+/* Threads this process placed, and placements that failed (a failure leaves the thread in
+ * the node's group, uncapped: the fidelity check counts what such threads spend). */
+long archbench_caps_placed(void) { return __atomic_load_n(&placed, __ATOMIC_RELAXED); }
+long archbench_caps_failures(void) { return __atomic_load_n(&place_failures, __ATOMIC_RELAXED); }
+
+struct start { void *(*routine)(void *); void *argument; };
+
+static void *start_placed(void *raw) {
+    struct start start = *(struct start *)raw;
+    free(raw);
+    if (__atomic_load_n(&armed, __ATOMIC_SEQ_CST)) count_placement(place_thread(thread_id()));
+    return start.routine(start.argument);
+}
+
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+int pthread_create(pthread_t *thread, const pthread_attr_t *attributes,
+                   void *(*routine)(void *), void *argument) {
+    static create_fn real_create;
+    if (real_create == NULL) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    if (caps_dir[0] == '\0') return real_create(thread, attributes, routine, argument);
+    struct start *start = malloc(sizeof *start);
+    if (start == NULL) return real_create(thread, attributes, routine, argument);
+    start->routine = routine;
+    start->argument = argument;
+    int result = real_create(thread, attributes, start_placed, start);
+    if (result != 0) free(start);
+    return result;
+}
+
+/* archbench's own processes (`python -m archbench...`, the `archbench` script) arm their caps
+ * themselves once start-up is over. */
+static int defers_caps(void) {
+    char buffer[4096];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t length = read(fd, buffer, sizeof buffer - 1);
+    close(fd);
+    if (length <= 0) return 0;
+    buffer[length] = '\0';
+    for (char *word = buffer; word < buffer + length; word += strlen(word) + 1) {
+        const char *base = strrchr(word, '/');
+        base = base ? base + 1 : word;
+        if (strncmp(word, "archbench.", 10) == 0 || strcmp(base, "archbench") == 0) return 1;
+    }
+    return 0;
+}
+
+__attribute__((constructor)) static void read_settings(void) {
+    const char *dir = getenv("ARCHBENCH_THREAD_CAPS");
+    const char *quota = getenv("ARCHBENCH_THREAD_QUOTA_US");
+    const char *process_quota = getenv("ARCHBENCH_PROCESS_QUOTA_US");
+    const char *period = getenv("ARCHBENCH_CFS_PERIOD_US");
+    const char *version = getenv("ARCHBENCH_CGROUP");
+    if (dir == NULL || quota == NULL || period == NULL || dir[0] == '\0') return;
+    quota_us = atol(quota);
+    process_quota_us = process_quota ? atol(process_quota) : quota_us;
+    period_us = atol(period);
+    if (quota_us < 1000 || process_quota_us < 1000 || period_us < 1000) return;
+    struct utsname host;  /* a node's UTS namespace names it */
+    if (uname(&host) != 0) return;
+    char *dot = strchr(host.nodename, '.');
+    if (dot != NULL) *dot = '\0';
+    if (snprintf(node_dir, sizeof node_dir, "%s/%s", dir, host.nodename) >= (int)sizeof node_dir
+        || snprintf(caps_dir, sizeof caps_dir, "%s/vcpu", node_dir) >= (int)sizeof caps_dir - 32) {
+        caps_dir[0] = '\0';
+        return;
+    }
+    struct stat info;  /* a host that is not one of the cluster's nodes has no such group */
+    if (stat(caps_dir, &info) != 0 || !S_ISDIR(info.st_mode)) { caps_dir[0] = '\0'; return; }
+    cgroup_v2 = version != NULL && strcmp(version, "v2") == 0;
+    if (defers_caps())
+        unplace_thread(thread_id());  /* a child starts in its parent's thread group */
+    else
+        archbench_caps_arm();
+}

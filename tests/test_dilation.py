@@ -1,0 +1,215 @@
+"""Time dilation without a cluster: virtual time in records, step blocks, choosing D, the node
+environment, loaded baselines in a study's plan and the report's fidelity notes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from archbench.analysis.fidelity import CORE_WAIT_LIMIT, drift_table, fidelity_notes
+from archbench.analysis.load import load_study
+from archbench.cluster import dilation
+from archbench.cluster.dilation import Dilation
+from archbench.cluster.nodelib import node_environment
+from archbench.cluster.state import link_rate
+from archbench.errors import UsageError
+from archbench.loop import step_blocks
+from archbench.record import append_record, build_record, cluster_section, in_virtual_time
+from archbench.sweep.hosts import ClusterTarget
+from archbench.sweep.plan import build_plan
+from archbench.sweep.spec import load_spec
+
+
+def test_durations_are_divided_and_rates_multiplied_by_the_dilation() -> None:
+    timing = {
+        "wall_s": 8.0,
+        "step_s_median": 0.004,
+        "samples_per_s": 100.0,
+        "samples_per_s_wall": 50.0,
+        "compute_s_median_per_rank": [0.002, None, 0.004],
+        "step_s_median_by_kind": {"sync": 0.008},
+        "timed_steps": 90,
+        "samples_per_epoch": 60000,
+        "epochs": [{"epoch": 0, "train_s": 4.0, "samples_per_s": 10.0, "loss": 0.5}],
+    }
+    virtual = in_virtual_time(timing, 4.0)
+    assert virtual["wall_s"] == 2.0 and virtual["step_s_median"] == 0.001
+    assert virtual["samples_per_s"] == 400.0 and virtual["samples_per_s_wall"] == 200.0
+    assert virtual["compute_s_median_per_rank"] == [0.0005, None, 0.001]
+    assert virtual["step_s_median_by_kind"] == {"sync": 0.002}
+    assert virtual["timed_steps"] == 90 and virtual["samples_per_epoch"] == 60000
+    assert virtual["epochs"] == [{"epoch": 0, "train_s": 1.0, "samples_per_s": 40.0, "loss": 0.5}]
+    comm = {"bytes_sent_per_step": 1000, "tensor_partition": {"pipelined_median_s": 0.4}}
+    assert in_virtual_time(comm, 4.0) == {
+        "bytes_sent_per_step": 1000,
+        "tensor_partition": {"pipelined_median_s": 0.1},
+    }
+    assert in_virtual_time(timing, 1.0) == timing
+    assert timing["wall_s"] == 8.0  # a copy: the real figures stay as they were
+
+
+def test_steps_are_summarised_over_blocks_of_a_few_periods() -> None:
+    assert step_blocks([0.001, 0.002, 0.003], 0.0) == [0.001, 0.002, 0.003]
+    # A cap lets short steps run at full speed and makes a later one pay: blocks even it out.
+    steps = [0.001] * 3 + [0.007] + [0.001] * 3 + [0.007]
+    blocks = step_blocks(steps, 0.01)
+    assert blocks == pytest.approx([0.0025, 0.0025])
+    assert sum(steps) / len(steps) == pytest.approx(sum(blocks) / len(blocks))
+    assert step_blocks([0.001] * 5, 1.0) == [pytest.approx(0.001)]  # too short: one block
+
+
+@pytest.mark.parametrize(
+    "nodes, cores, expected",
+    [(2, 2, 1.5), (3, 2, 2.0), (5, 2, 3.0), (4, 16, 1.0)],
+)
+def test_auto_picks_the_smallest_half_step_dilation_that_fits(
+    nodes: int, cores: int, expected: float
+) -> None:
+    chosen = dilation.parse("auto", nodes, None, cores)
+    assert chosen is not None and chosen.factor == expected
+    assert chosen.vcpus_per_node == 4 and chosen.vcpus_per_process == 1
+    free = cores - dilation.HOST_RESERVE_CPUS
+    assert nodes / chosen.factor <= free + 1e-9
+    if expected > 1:  # half a step less would not fit
+        assert nodes / (expected - 0.5) > free
+
+
+def test_explicit_dilation_period_and_quota() -> None:
+    chosen = dilation.parse("4", 3, 2, 2)
+    assert chosen == Dilation(4.0, 2, 10_000, 1)
+    assert chosen.thread_quota_us == 2500 and chosen.node_quota_us == 5000
+    assert chosen.process_quota_us == 2500
+    assert dilation.parse("4", 3, 2, 2, vcpus_per_process=2).process_quota_us == 5000
+    with pytest.raises(UsageError, match="--vcpus-per-process 3 is out of range 1..2"):
+        dilation.parse("4", 3, 2, 2, vcpus_per_process=3)
+    assert chosen.node_cpus == 0.5
+    assert dilation.parse("off", 3, None, 2) is None
+    assert dilation.parse("8", 3, None, 2).cfs_period_us == 20_000  # a quota of 2.5 ms at least
+    with pytest.raises(UsageError, match="no dilation up to 100 fits"):
+        dilation.parse("auto", 64, None, 0.5)
+    with pytest.raises(UsageError, match="out of range 1..100"):
+        dilation.parse("0.5", 3, None, 2)
+    with pytest.raises(UsageError, match="out of range 1..64"):
+        dilation.parse("2", 3, 0, 2)
+
+
+def test_links_are_shaped_to_b_over_d_and_naps_last_d_times_longer() -> None:
+    assert link_rate("1gbit", 4.0) == "250000kbit"
+    assert link_rate("100mbit", None) == "100mbit"
+    slowdown = Dilation(2.5, 1, 10_000)
+    env = node_environment(Path("/lib/x.so"), 100, slowdown, Path("/cg/archbench/c"), "v1")
+    assert env["LD_PRELOAD"] == "/lib/x.so" and env["ARCHBENCH_IDLE_NAP_US"] == "250"
+    assert env["ARCHBENCH_DILATION"] == "2.5" and env["ARCHBENCH_THREAD_QUOTA_US"] == "4000"
+    assert env["ARCHBENCH_PROCESS_QUOTA_US"] == "4000"
+    assert env["ARCHBENCH_THREAD_CAPS"] == "/cg/archbench/c" and env["ARCHBENCH_VCPUS"] == "1"
+    assert env["ARCHBENCH_PROCESS_VCPUS"] == "1"
+    plain = node_environment(Path("/lib/x.so"), 100)
+    assert plain == {"LD_PRELOAD": "/lib/x.so", "ARCHBENCH_IDLE_NAP_US": "100"}
+
+
+SPEC = """
+study: loaded
+cluster: {kind: emulated, nodes: 4, bandwidth: 1gbit}
+fixed: {model: mlp, steps: 20}
+factors:
+  arch: [single, ring]
+  workers: [1, 2, 4]
+"""
+
+
+@pytest.mark.parametrize("baseline_load, kind, companions", [
+    ("auto", "emulated", {0, 1, 3}), ("auto", "localhost", {0}), ("alone", "emulated", {0}),
+    ("loaded", "localhost", {0, 1, 3}),
+])  # fmt: skip
+def test_a_loaded_baseline_runs_beside_workers_minus_one_companions(
+    tmp_path: Path, baseline_load: str, kind: str, companions: set[int]
+) -> None:
+    spec_path = tmp_path / "loaded.yaml"
+    spec_path.write_text(SPEC + f"baseline_load: {baseline_load}\n")
+    spec = load_spec(spec_path)
+    hosts = [(f"node{k}", 1) for k in range(1, 5)] if kind == "emulated" else [("localhost", 8)]
+    target = ClusterTarget(kind, hosts, bandwidth="1gbit" if kind == "emulated" else None)
+    plan = build_plan(spec, target)
+    singles = [run for run in plan.runs if run.arch == "single"]
+    assert {run.config.get("companions", 0) for run in singles} == companions
+    for run in singles:
+        ranks = 1 + run.config.get("companions", 0)
+        assert run.world_size == ranks and run.launched == (kind == "emulated" or ranks > 1)
+        if kind == "emulated":
+            assert [host for host, _ in run.layout] == [f"node{k}" for k in range(1, ranks + 1)]
+
+
+def _record(run_id: str, arch: str, workers: int, compute_s: list[float], **more) -> dict:
+    world = workers if arch != "single" else 1 + more.get("companions", 0)
+    hosts = [f"node{k}" for k in range(1, world + 1)]
+    config = {"arch": arch, "model": "mlp", "dataset": "fashion_mnist", "batch_size": 32,
+              "global_batch_size": 32 * workers, "companions": more.get("companions", 0)}  # fmt: skip
+    return build_record(
+        run_id=run_id,
+        study="dilation",
+        status="ok",
+        started_at="2026-01-01T00:00:00",
+        finished_at="2026-01-01T00:01:00",
+        config=config,
+        cluster=cluster_section(arch, world, None, hosts, "mpirun", None, "1gbit", dilation=3.0),
+        env={},
+        timing={
+            "samples_per_s": 1000.0 * workers,
+            "step_s_median": 0.01,
+            "train_s": 1.0,
+            "compute_s_median": compute_s[0],
+            "compute_s_median_per_rank": compute_s,
+        },  # fmt: skip
+        fidelity={
+            "emulated": True,
+            "dilation": 3.0,
+            "machine_idle_share": more.get("idle", 0.3),
+            "nodes": {host: {"core_wait_share": more.get("wait", 0.01)} for host in hosts},
+        },
+    )
+
+
+def test_the_report_judges_runs_against_the_baseline_of_their_load_and_names_oversubscription(
+    tmp_path: Path,
+) -> None:
+    results = tmp_path / "results.jsonl"
+    for record in (
+        _record("alone", "single", 1, [0.010]),
+        _record("loaded", "single", 1, [0.012, 0.012], companions=1),
+        # 1.17x the baseline alone, 0.98x the one loaded like it: faithful.
+        _record("ring2", "ring", 2, [0.0117, 0.0118]),
+        # A run whose threads waited for a core: named whatever its compute.
+        _record("busy", "ring", 2, [0.012, 0.012], wait=2 * CORE_WAIT_LIMIT),
+        _record("saturated", "ring", 2, [0.012, 0.012], idle=0.0),
+    ):
+        append_record(str(results), record)
+    study = load_study(results)
+    table = drift_table(study.ok).set_index("run_id")
+    assert table.loc["ring2", "baseline_compute_s"] == pytest.approx(0.012)
+    assert bool(table.loc["ring2", "baseline_same_load"])
+    assert table.loc["ring2", "drift"] < 0.05
+    notes = fidelity_notes(study.ok)
+    (oversubscribed,) = [note for note in notes if note.startswith("Oversubscribed")]
+    assert "`busy`" in oversubscribed and "`saturated`" in oversubscribed
+    assert "`ring2`" not in oversubscribed and "2 of 5 runs" in oversubscribed
+    assert any(note.startswith("Fidelity: in all") for note in notes), notes
+    assert not math.isnan(study.ok.set_index("run_id").loc["busy", "core_wait_share"])
+
+
+def test_one_host_puts_every_rank_of_a_ps_job_on_the_first_host(tmp_path: Path) -> None:
+    spec_path = tmp_path / "local.yaml"
+    spec_path.write_text(
+        "study: local\ncluster: {kind: emulated, nodes: 4, slots: 3, bandwidth: 1gbit}\n"
+        "fixed: {model: mlp, steps: 20, workers: 2}\n"
+        "factors: {arch: [ring, ps], placement: [dedicated, one-host]}\n"
+    )
+    target = ClusterTarget("emulated", [(f"node{k}", 3) for k in range(1, 5)], bandwidth="1gbit")
+    layouts = {
+        (run.arch, run.config.get("placement")): run.layout
+        for run in build_plan(load_spec(spec_path), target).runs
+    }
+    assert layouts[("ps", "one-host")] == (("node1", 3),)
+    assert layouts[("ps", "dedicated")] == (("node1", 1), ("node2", 1), ("node3", 1))
+    assert ("ring", "one-host") not in layouts  # a server placement: ring spreads
