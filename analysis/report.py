@@ -25,6 +25,7 @@ from archbench.analysis import (
     effects,
     placement,
     scaling,
+    timelines,
     timesplit,
     tradeoff,
     transfer,
@@ -32,9 +33,13 @@ from archbench.analysis import (
 from archbench.analysis.fmt import num, plain
 from archbench.analysis.load import Study, format_level, load_study
 from archbench.analysis.section import Column, FigureFile, Section, Table
+from archbench.errors import UsageError
+from archbench.output_folder import folder_problem
 
 # The sections, in the report's order (each module has KEY, TITLE and build(study, fig_dir)).
-SECTIONS = (scaling, timesplit, placement, accuracy, tradeoff, effects, transfer, claims)
+SECTIONS = (
+    scaling, timesplit, timelines, placement, accuracy, tradeoff, effects, transfer, claims,
+)  # fmt: skip
 
 
 @dataclass
@@ -280,6 +285,9 @@ def write_report(path: Path, out_dir: Path | None = None) -> Report:
     study = load_study(path)  # raises UsageError before anything is written
     if out_dir is None:
         out_dir = (path if path.is_dir() else path.parent) / "report"
+    problem = folder_problem(out_dir)
+    if problem:
+        raise UsageError(f"the report cannot be written in {out_dir}: {problem}")
     fig_dir = out_dir / "figures"
     table_dir = out_dir / "tables"
     _clear_outputs(out_dir)

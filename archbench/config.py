@@ -85,6 +85,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         raise UsageError(problem)
     check_model_name(config.model, config.dataset)
     check_output_path(config.out)
+    check_timeline(config)
     return config
 
 
@@ -97,3 +98,23 @@ def check_output_path(path: str | None) -> None:
     problem = check_appendable(path)
     if problem:
         raise UsageError(f"--out {path}: {problem}")
+
+
+def check_timeline(config: TrainConfig) -> None:
+    """--timeline: a trace file that can be written now, and (with --steps) a run long enough
+    to trace (with --epochs the run's length is known once the data is: archbench.timeline)."""
+    if config.timeline is None:
+        return
+    from archbench.jsonl import check_appendable
+
+    problem = check_appendable(config.timeline, "a trace goes to a plain JSON file")
+    if problem:
+        raise UsageError(f"--timeline {config.timeline}: {problem}")
+    if config.steps is not None:
+        from archbench.timeline.plan import too_short
+
+        problem = too_short(
+            config.steps, config.warmup_steps, config.probe_every, config.timeline_steps
+        )
+        if problem:
+            raise UsageError(problem)

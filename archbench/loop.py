@@ -10,6 +10,9 @@ Timing rules (the numbers users compare):
 - a step whose loss is not finite, or final parameters that are not, end the run as Diverged;
 - synthetic data is evaluated only when asked (--eval-every or --eval-samples): its labels are
   random, so its accuracy says nothing;
+- with --timeline, the traced steps (archbench.timeline) are ordinary fused steps run with the
+  engines' tracing on: like probes they train and count in `train_s`, and are left out of the
+  step statistics (their times are kept apart, to state what tracing costs);
 - with --sync-every H > 1 the loop tells the trainer the kind of each step (`archbench.localsgd`:
   sync, local, average) and keeps each timed step's kind: local steps are cheaper than averaging
   steps, so the step median alone would miss the exchange; `step_s_amortized` weighs each kind's
@@ -20,14 +23,17 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
+from archbench.cluster import threadcaps
 from archbench.config import TrainConfig
 from archbench.data import ArrayDataset, BatchPlan, SyntheticData, test_batches, train_batches
 from archbench.errors import Diverged
-from archbench.launch import compute_window_s
+from archbench.launch import compute_window_s, step_block_s
 from archbench.localsgd import SyncSchedule
 from archbench.models import global_norm, parameter_digest
 from archbench.trainers.base import Trainer
@@ -46,6 +52,8 @@ class LoopResult:
     compute_times: list[float] = field(default_factory=list)
     compute_passes: list[int] = field(default_factory=list)  # passes per probe's compute phase
     compute_window_s: float = 0.0
+    step_block_s: float = 0.0  # statistics over blocks of steps this long (a dilated node)
+    steps_before_window: int = 0  # steps done when `on_timed` was called
     exchange_times: list[float] = field(default_factory=list)
     # the kind (archbench.localsgd) of each entry of step_times, of compute/exchange_times, and
     # how many steps of each kind ran after warm-up (timed and probe steps alike)
@@ -138,13 +146,39 @@ def batch_plan(config: TrainConfig, data: ArrayDataset | SyntheticData, workers:
 
 
 def run_training(
-    config: TrainConfig, trainer: Trainer, data: ArrayDataset, log=print
+    config: TrainConfig,
+    trainer: Trainer,
+    data: ArrayDataset,
+    log=print,
+    on_timed: Callable[[], None] | None = None,
+    tracer=None,
 ) -> LoopResult:
-    """Trains this worker; the chief also evaluates. Every worker runs the same step sequence."""
+    """Trains this worker; the chief also evaluates. Every worker runs the same step sequence.
+    `tracer` (--timeline: archbench.timeline.Tracer) runs the steps it traces.
+
+    On a time-dilated node the thread caps are armed before the first timed step (start-up and
+    warm-up run outside them) and disarmed when training ends; `on_timed` is called once the
+    first timed step is done, when every rank of a synchronous job has armed its caps."""
+    try:
+        return _train(config, trainer, data, log, on_timed, tracer)
+    finally:
+        threadcaps.disarm()
+
+
+def _train(
+    config: TrainConfig,
+    trainer: Trainer,
+    data: ArrayDataset,
+    log,
+    on_timed: Callable[[], None] | None,
+    tracer,
+) -> LoopResult:
     plan = batch_plan(config, data, trainer.num_workers)
     total_steps, epochs = schedule(config, plan)
     sync = SyncSchedule.for_config(config, total_steps)
-    result = LoopResult(compute_window_s=compute_window_s(config.compute_window_ms))
+    result = LoopResult(
+        compute_window_s=compute_window_s(config.compute_window_ms), step_block_s=step_block_s()
+    )
     with_test = evaluates(config, data)
     eval_batch = (
         min(EVAL_BATCH, config.batch_size) if isinstance(data, SyntheticData) else EVAL_BATCH
@@ -195,11 +229,15 @@ def run_training(
         for x, y in batches:
             if result.first_step_at is None:
                 result.first_step_at = time.time()
+            if step == config.warmup_steps:
+                threadcaps.arm()
             kind = sync.kind(step)
             trainer.begin_step(kind)
             if step >= config.warmup_steps:
                 result.timed_kinds[kind] = result.timed_kinds.get(kind, 0) + 1
-            if is_probe(step, config):
+            if tracer is not None and tracer.traces(step):
+                loss, elapsed = tracer.run_step(step, kind, partial(trainer.train_step, x, y))
+            elif is_probe(step, config):
                 start = time.perf_counter()
                 loss, compute_s, exchange_s = trainer.probe_step(x, y)
                 elapsed = time.perf_counter() - start
@@ -226,14 +264,17 @@ def run_training(
                 result.train_s += elapsed
                 epoch_train_s += elapsed
             _finite_or_diverged(loss, step + 1)  # counted from 1, as the log counts steps
+            if step == config.warmup_steps and on_timed is not None:
+                on_timed()
+                result.steps_before_window = step + 1
             epoch_losses.append(loss)
             result.last_loss = loss
             step += 1
-            if trainer.is_chief and step % eval_every == 0 and step != total_steps:
+            if trainer.evaluates and step % eval_every == 0 and step != total_steps:
                 run_evaluation(epoch, step)
         result.epochs_run = epoch + 1
     result.steps = step
-    if trainer.is_chief:
+    if trainer.evaluates:
         run_evaluation(result.epochs_run - 1, step)
     final_weights = trainer.weights()
     result.param_norm = global_norm(final_weights)
@@ -251,18 +292,40 @@ def _of_kind(values: list[float], kinds: list[str], kind: str) -> list[float]:
     return [value for value, its in zip(values, kinds) if its == kind]
 
 
+def step_blocks(step_times: list[float], block_s: float) -> list[float]:
+    """The mean step of each run of consecutive steps lasting at least `block_s` (the steps
+    themselves when `block_s` is 0; a short last run joins the one before it).
+
+    On a time-dilated node a thread's cap is enforced per CFS period: a step shorter than its
+    quota runs at full speed and a later one pays for it, so single steps are not dilated, only
+    stretches of a few periods are. Medians over such blocks keep both the dilation and the
+    median's indifference to a stray slow step."""
+    if block_s <= 0 or not step_times:
+        return list(step_times)
+    blocks: list[list[float]] = [[]]
+    for step in step_times:
+        if sum(blocks[-1]) >= block_s:
+            blocks.append([])
+        blocks[-1].append(step)
+    if len(blocks) > 1 and sum(blocks[-1]) < block_s:
+        blocks[-2].extend(blocks.pop())
+    return [float(np.mean(block)) for block in blocks]
+
+
 def amortized_step(result: LoopResult) -> tuple[float | None, dict, dict]:
     """(step seconds weighed over the kinds of step that ran after warm-up, median step per
     kind, median exchange phase per kind). With one kind (every run but --sync-every > 1) the
     step is the median itself. A kind none of whose steps was timed (each of them a probe) is
     priced at its probes' compute + exchange medians."""
-    step_median = quantile(result.step_times, 0.5)
+    step_median = quantile(step_blocks(result.step_times, result.step_block_s), 0.5)
     counts = {kind: n for kind, n in result.timed_kinds.items() if n}
     if len(counts) <= 1:
         return step_median, {}, {}
     by_kind, comm_by_kind = {}, {}
     for kind in counts:
-        steps = _of_kind(result.step_times, result.step_kinds, kind)
+        steps = step_blocks(
+            _of_kind(result.step_times, result.step_kinds, kind), result.step_block_s
+        )
         compute = quantile(_of_kind(result.compute_times, result.probe_kinds, kind), 0.5)
         exchange = quantile(_of_kind(result.exchange_times, result.probe_kinds, kind), 0.5)
         comm_by_kind[kind] = exchange
@@ -279,9 +342,11 @@ def amortized_step(result: LoopResult) -> tuple[float | None, dict, dict]:
 
 
 def step_statistics(result: LoopResult, global_batch: int, warmup_steps: int) -> dict:
-    """The `timing` fields derived from the per-step times (medians and spread)."""
+    """The `timing` fields derived from the per-step times (medians and spread; on a dilated
+    node, of blocks of steps spanning a few of the caps' periods: see `step_blocks`)."""
 
-    step_median = quantile(result.step_times, 0.5)
+    blocks = step_blocks(result.step_times, result.step_block_s)
+    step_median = quantile(blocks, 0.5)
     # --sync-every > 1: the step over a whole round of local and averaging steps
     step_amortized, step_by_kind, comm_by_kind = amortized_step(result)
     compute_median = quantile(result.compute_times, 0.5)
@@ -295,11 +360,13 @@ def step_statistics(result: LoopResult, global_batch: int, warmup_steps: int) ->
         by_kind = {"step_s_median_by_kind": step_by_kind, "comm_s_median_by_kind": comm_by_kind}
     return {
         "step_s_median": step_median,
-        "step_s_p10": quantile(timed, 0.1),
-        "step_s_p90": quantile(timed, 0.9),
+        "step_s_p10": quantile(blocks, 0.1),
+        "step_s_p90": quantile(blocks, 0.9),
         "step_s_mean": float(np.mean(timed)) if timed else None,
         "step_s_std": float(np.std(timed, ddof=1)) if len(timed) > 1 else None,
         "timed_steps": len(timed),
+        "step_blocks": len(blocks),  # what the median and percentiles are over
+        "step_block_s": result.step_block_s,
         "compute_s_median": compute_median,
         "comm_s_median": exchange_median,
         "exposed_comm_s": exposed,

@@ -14,7 +14,10 @@ import threading
 import time
 import traceback
 
+from archbench import timeline
 from archbench.archs import arch as architecture
+from archbench.cluster.dilation import factor as dilation_factor
+from archbench.cluster.dilation import virtual
 from archbench.config import TrainConfig, add_train_arguments, config_from_args
 from archbench.errors import Diverged, OneLineArgumentParser, UsageError
 from archbench.hosts import hostfile_of
@@ -29,6 +32,7 @@ from archbench.record import (
     build_record,
     cluster_section,
     environment,
+    in_virtual_time,
     load_average,
     new_run_id,
     now_iso,
@@ -53,9 +57,12 @@ def validate_world(config: TrainConfig, place: ProcessPlace) -> None:
             f"--num-ps {config.num_ps} needs at least {config.num_ps + 1} processes "
             f"(ranks 0..{config.num_ps - 1} serve, the rest train); this job has {place.size}"
         )
-    if not descriptor.multi_process and place.size > 1:
+    companions = getattr(config, "companions", 0) or 0
+    if not descriptor.multi_process and place.size != 1 + companions:
+        with_them = f" and its {companions} companion(s)" if companions else ""
         raise UsageError(
-            f"--arch {config.arch} runs as one process; this job has {place.size} (use ring, p2p or ps)"
+            f"--arch {config.arch} runs as one process{with_them}, {1 + companions} in all; this "
+            f"job has {place.size} (use ring, p2p or ps, or --companions {place.size - 1})"
         )
 
 
@@ -139,7 +146,7 @@ class RunState:
             cluster=cluster,
             env=self.record_env(),
             model_stats=self.model_stats,
-            timing={"wall_s": time.time() - self.start_time},
+            timing={"wall_s": virtual(time.time() - self.start_time)},
             error={"type": error_type, "message": message, **(details or {})},
         )
 
@@ -247,12 +254,15 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     data = load_dataset(config)
     trainer = make_trainer(config, place, data)
     state.trainer = trainer
+    tracer = timeline.for_run(config, place, data, trainer.num_workers)  # None: no --timeline
     log = (
         (lambda line: print(f"[archbench {config.arch}] {line}", flush=True))
         if trainer.is_chief
         else (lambda line: None)
     )
     trainer.setup()
+    if tracer is not None:
+        tracer.prepare(trainer)
     state.model_stats = parameter_stats(trainer.model) if trainer.model is not None else None
     hosts = trainer.allgather_object(place.hostname)
     probe = _fidelity_probe(hosts) if trainer.is_chief else None
@@ -260,7 +270,8 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     cluster = state.base_cluster(
         hosts,
         emulation.bandwidth if emulation is not None else None,
-        cpus_per_node=emulation.cpus_per_node if emulation is not None else None,
+        dilation=emulation.dilation if emulation is not None else None,
+        vcpus_per_node=emulation.vcpus_per_node if emulation is not None else None,
     )
     state.cluster = cluster
     if trainer.is_chief:
@@ -273,18 +284,33 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     loop_result = None
     if trainer.is_worker:
         state.load_avg_start = load_average()
-        if probe is not None:
-            probe.begin()
-        loop_result = run_training(config, trainer, data, log=log)
+        # The emulation's readings start once every rank's thread caps are armed.
+        loop_result = run_training(
+            config,
+            trainer,
+            data,
+            log=log,
+            on_timed=probe.begin if probe is not None else None,
+            tracer=tracer,
+        )
         state.load_avg_end = load_average()
     else:
+        from archbench.cluster import threadcaps
+
+        threadcaps.arm()  # a server's threads serve the timed steps on virtual cores too
         trainer.serve()
-    fidelity = probe.record(loop_result.steps) if probe is not None else None
+    fidelity = (
+        probe.record(loop_result.steps - loop_result.steps_before_window)
+        if probe is not None
+        else None
+    )
     digests = trainer.allgather_object(loop_result.param_digest if loop_result else None)
     compute_per_rank = trainer.allgather_object(
         quantile(loop_result.compute_times, 0.5) if loop_result else None
     )
     extra = trainer.extra_record()
+    timed_median = quantile(loop_result.step_times, 0.5) if loop_result else None
+    traced = tracer.finish(trainer, cluster, timed_median) if tracer is not None else None
     trainer.finish()
     if not trainer.is_chief:
         return 0
@@ -322,6 +348,19 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     )
     record_config["steps_run"] = loop_result.steps
     record_config["dataset_source"] = data.source
+    result = {
+        "final_loss": loop_result.final_loss,
+        "last_train_loss": loop_result.last_loss,
+        "test_accuracy": loop_result.test_accuracy,
+        "param_norm": loop_result.param_norm,
+        "param_digest_per_rank": digests,
+        "target_accuracy": config.target_accuracy,
+        "time_to_target_s": loop_result.time_to_target_s,
+    }
+    dilation = dilation_factor()
+    if fidelity is not None and dilation != 1:
+        # Every duration below is virtual (real / D); the real ones stay here.
+        fidelity["real"] = {"timing": timing, "time_to_target_s": result["time_to_target_s"]}
     record = build_record(
         run_id=config.run_id,
         study=config.study,
@@ -332,24 +371,20 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         cluster=cluster,
         env=state.record_env(gpus=_gpus(tf)),
         model_stats=state.model_stats,
-        timing=timing,
-        comm=comm,
-        result={
-            "final_loss": loop_result.final_loss,
-            "last_train_loss": loop_result.last_loss,
-            "test_accuracy": loop_result.test_accuracy,
-            "param_norm": loop_result.param_norm,
-            "param_digest_per_rank": digests,
-            "target_accuracy": config.target_accuracy,
-            "time_to_target_s": loop_result.time_to_target_s,
-        },
+        timing=in_virtual_time(timing, dilation),
+        comm=in_virtual_time(comm, dilation),
+        result=in_virtual_time(result, dilation),
         fidelity=fidelity,
+        **({"timeline": traced} if traced is not None else {}),
     )
     if not state.write(record):
         return RECORD_NOT_WRITTEN
     accuracy = loop_result.test_accuracy
+    shown = record["timing"]
+    in_virtual = f" in virtual time (dilation {dilation:g})" if dilation != 1 else ""
     log(
-        f"done: {timing['samples_per_s'] or 0:.0f} samples/s (median step {1000 * (timing['step_s_median'] or 0):.1f} ms), "
+        f"done: {shown['samples_per_s'] or 0:.0f} samples/s (median step "
+        f"{1000 * (shown['step_s_median'] or 0):.1f} ms){in_virtual}, "
         + (f"test accuracy {accuracy:.4f}, " if accuracy is not None else "")
         + f"param norm {loop_result.param_norm:.6f}"
         + (f", record appended to {config.out}" if config.out else "")

@@ -14,6 +14,11 @@ Two phases per step, both on one flat float32 vector split by a `ShardPlan`:
    the updated parameters changes, so they could only travel dense), or dense when that is
    fewer bytes; each worker assembles the full averaged gradient and updates its whole replica.
 
+On a traced step (--timeline) the exchange's recorder times every send, every receive (from its
+posting to its completion, which it then waits for one by one with `Waitany` instead of
+`Waitall`: the same messages, completed in arrival order) and the wait for them; elsewhere the
+recorder is inactive and costs nothing but a check.
+
 Receives are posted before any send, so no schedule can deadlock. Sends go out in rounds: in round
 i a worker sends to one peer and waits for that send to complete (its buffer handed over to MPI
 or delivered) before the next round, so the schedule decides who talks to whom at a time:
@@ -26,14 +31,19 @@ the messages themselves: send sizes as posted, receive sizes from the MPI status
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from archbench.p2p import sparse
 from archbench.p2p.shards import ShardPlan
+from archbench.timeline.recorder import NULL_RECORDER
+from archbench.timeline.spans import COMM, UPDATE, WAIT
 
 SCHEDULES = ("naive", "staggered")
 GRADIENT_TAG = 41
 PARAMETER_TAG = 42
+KIND = {GRADIENT_TAG: "gradient", PARAMETER_TAG: "parameters"}  # what a message carries
 
 
 def send_order(rank: int, workers: int, schedule: str) -> list[int]:
@@ -47,6 +57,8 @@ def send_order(rank: int, workers: int, schedule: str) -> list[int]:
 
 class ShardExchange:
     """One worker's side of the exchange, with its buffers and byte counters."""
+
+    recorder = NULL_RECORDER  # --timeline: a traced step's sends, receives and waits
 
     def __init__(self, comm, plan: ShardPlan, schedule: str = "staggered"):
         from mpi4py import MPI
@@ -94,6 +106,7 @@ class ShardExchange:
             np.copyto(self.averaged, own)
             self.last_sent = self.last_received = 0
             return self.averaged
+        posted = self.recorder.now()
         receives = [
             self.comm.Irecv(self.contributions[row], source=peer, tag=GRADIENT_TAG)
             for row, peer in enumerate(self.peers)
@@ -101,17 +114,18 @@ class ShardExchange:
         sent = 0
         for target in self.targets:
             low, high = self.plan.bounds(target)
-            self.comm.Isend(gradient[low:high], dest=target, tag=GRADIENT_TAG).Wait()
+            self._send(gradient[low:high], target, GRADIENT_TAG)
             sent += (high - low) * gradient.itemsize
-        self.mpi.Request.Waitall(receives, self.statuses)
+        self._wait_receives(receives, GRADIENT_TAG, posted)
         self._count(sent, self._received_bytes())
-        # sum in rank order: the same rounding whatever the arrival order
-        parts = list(self.contributions)
-        parts.insert(self.rank, own)
-        np.add(parts[0], parts[1], out=self.averaged)
-        for part in parts[2:]:
-            np.add(self.averaged, part, out=self.averaged)
-        np.divide(self.averaged, np.float32(self.workers), out=self.averaged)
+        with self.recorder.span(UPDATE, "average the gradient shard", thread="python"):
+            # sum in rank order: the same rounding whatever the arrival order
+            parts = list(self.contributions)
+            parts.insert(self.rank, own)
+            np.add(parts[0], parts[1], out=self.averaged)
+            for part in parts[2:]:
+                np.add(self.averaged, part, out=self.averaged)
+            np.divide(self.averaged, np.float32(self.workers), out=self.averaged)
         self.gradient_bytes_sent += sent
         return self.averaged
 
@@ -136,6 +150,7 @@ class ShardExchange:
         incoming, outgoing = self.sparse_buffers
         bounds = [self.plan.bounds(owner) for owner in range(self.workers)]
         cuts = sparse.owner_slices(indices, bounds)
+        posted = self.recorder.now()
         receives = [
             self.comm.Irecv(incoming[row], source=peer, tag=GRADIENT_TAG)
             for row, peer in enumerate(self.peers)
@@ -150,9 +165,9 @@ class ShardExchange:
             if len(message) >= high - low:  # as many entries as not: dense is no more bytes
                 message = sparse.dense_message(values[first:last], local, room[: high - low])
             offset += len(message)
-            self.comm.Isend(message, dest=target, tag=GRADIENT_TAG).Wait()
+            self._send(message, target, GRADIENT_TAG)
             sent += message.nbytes
-        self.mpi.Request.Waitall(receives, self.statuses)
+        self._wait_receives(receives, GRADIENT_TAG, posted)
         self._count(sent, self._received_bytes())
         self.gradient_bytes_sent += sent
         first, last = cuts[self.rank]
@@ -185,6 +200,7 @@ class ShardExchange:
             ]
             self.return_buffers.append(np.empty(3 * len(self.averaged) + 1, dtype=np.int32))
         *incoming, outgoing = self.return_buffers
+        posted = self.recorder.now()
         receives = [
             self.comm.Irecv(incoming[row], source=peer, tag=PARAMETER_TAG)
             for row, peer in enumerate(self.peers)
@@ -198,8 +214,8 @@ class ShardExchange:
         else:
             self.returned_entries_total += len(selected)
         for target in self.targets:
-            self.comm.Isend(message, dest=target, tag=PARAMETER_TAG).Wait()
-        self.mpi.Request.Waitall(receives, self.statuses)
+            self._send(message, target, PARAMETER_TAG)
+        self._wait_receives(receives, PARAMETER_TAG, posted)
         self._count(message.nbytes * len(self.targets), self._received_bytes(), accumulate=True)
         for row, peer in enumerate(self.peers):
             low, high = self.plan.bounds(peer)
@@ -217,15 +233,44 @@ class ShardExchange:
         self._check_vector(params)
         if not self.peers:
             return
+        posted = self.recorder.now()
         receives = []
         for peer in self.peers:
             low, high = self.plan.bounds(peer)
             receives.append(self.comm.Irecv(params[low:high], source=peer, tag=PARAMETER_TAG))
         own = params[self.start : self.stop]
         for target in self.targets:
-            self.comm.Isend(own, dest=target, tag=PARAMETER_TAG).Wait()
-        self.mpi.Request.Waitall(receives, self.statuses)
+            self._send(own, target, PARAMETER_TAG)
+        self._wait_receives(receives, PARAMETER_TAG, posted)
         self._count(own.nbytes * len(self.targets), self._received_bytes(), accumulate=True)
+
+    def _send(self, message: np.ndarray, target: int, tag: int) -> None:
+        """One send, waited for before the next round's (its buffer handed over or delivered)."""
+        started = self.recorder.now()
+        self.comm.Isend(message, dest=target, tag=tag).Wait()
+        if started:
+            self.recorder.add(
+                COMM, f"send {KIND[tag]} to rank {target}", started, time.time_ns(),
+                peer=target, bytes=int(message.nbytes), kind=KIND[tag], direction="send",
+            )  # fmt: skip
+
+    def _wait_receives(self, receives: list, tag: int, posted: int) -> None:
+        """Completes the receives into `self.statuses` (rank order of the peers); on a traced
+        step one by one, each timed from its posting (`posted`) to its completion."""
+        if not posted:
+            self.mpi.Request.Waitall(receives, self.statuses)
+            return
+        waiting = time.time_ns()
+        status = self.mpi.Status()
+        for _ in receives:
+            row = self.mpi.Request.Waitany(receives, status)
+            self.statuses[row] = self.mpi.Status(status)
+            self.recorder.add(
+                COMM, f"receive {KIND[tag]} from rank {self.peers[row]}", posted, time.time_ns(),
+                thread="mpi receives", peer=self.peers[row],
+                bytes=status.Get_count(self.mpi.BYTE), kind=KIND[tag], direction="receive",
+            )  # fmt: skip
+        self.recorder.add(WAIT, f"wait for the {KIND[tag]} receives", waiting, time.time_ns())
 
     def _received_bytes(self) -> int:
         return sum(status.Get_count(self.mpi.BYTE) for status in self.statuses)

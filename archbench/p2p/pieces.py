@@ -15,6 +15,9 @@ not given), and a step is one pass of non-blocking messages:
    is averaged (summed in rank order, as `ShardExchange` does), updated, and its fresh
    parameters sent to every peer at once; parameter pieces from the other owners land in place.
 
+On a traced step (--timeline) every receive is timed from its posting to its completion, every
+piece's averaging and update, and the sends from their posting to the final wait.
+
 So an owner updates and returns its first pieces while later gradient pieces are still on the
 wire, and the parameters of the model's first variable can be complete before the last piece
 arrives. Every element goes through the same float32 operations as in `ShardExchange`, so the
@@ -37,6 +40,7 @@ import numpy as np
 from archbench.p2p.exchange import GRADIENT_TAG, PARAMETER_TAG, ShardExchange
 from archbench.p2p.shards import ShardPlan
 from archbench.tensor_partition import PartitionSpec, cut_range
+from archbench.timeline.spans import COMM, UPDATE, WAIT
 
 # apply(low, high, averaged): update the own shard's elements [low, high) (shard-relative) from
 # their average over the workers
@@ -98,25 +102,29 @@ class PieceExchange(ShardExchange):
                 apply(low - self.start, high - self.start, vector[low:high])
             self.last_sent = self.last_received = 0
             return
-        # (kind, piece index) per receive: kind 0 a gradient contribution, 1 a parameter piece
+        recorder = self.recorder
+        posted = recorder.now()
+        # (kind, piece index, peer) per receive: kind 0 a gradient contribution, 1 a parameter piece
         requests, meaning = [], []
         for row, peer in enumerate(self.peers):
             for index, (low, high) in enumerate(own_pieces):
                 rows = self.contributions[row, low - self.start : high - self.start]
                 requests.append(comm.Irecv(rows, source=peer, tag=GRADIENT_TAG))
-                meaning.append((0, index))
+                meaning.append((0, index, peer))
         first = self.first_layer_elements
         first_layer_waiting = 0
         for peer in self.peers:
             for low, high in self.pieces[peer]:
                 requests.append(comm.Irecv(params[low:high], source=peer, tag=PARAMETER_TAG))
-                meaning.append((1, low < first))
+                meaning.append((1, low < first, peer))
                 first_layer_waiting += low < first
         first_layer_waiting += sum(low < first for low, _ in own_pieces)
         sends = [
             comm.Isend(vector[low:high], dest=owner, tag=GRADIENT_TAG)
             for owner, low, high in self.send_pieces
         ]
+        gradients_posted = recorder.now()
+        returns: list[tuple[int, int]] = []  # (posted, bytes) of each fresh piece sent back
         sent = sum(high - low for _, low, high in self.send_pieces) * vector.itemsize
         gradient_sent = sent
         missing = [len(self.peers)] * len(own_pieces)
@@ -127,7 +135,14 @@ class PieceExchange(ShardExchange):
         for _ in range(len(requests)):
             which = mpi.Request.Waitany(requests, status)
             received += status.Get_count(mpi.BYTE)
-            kind, detail = meaning[which]
+            kind, detail, peer = meaning[which]
+            if posted:
+                what = "parameters" if kind else "gradient"
+                recorder.add(
+                    COMM, f"receive {what} piece from rank {peer}", posted, time.time_ns(),
+                    thread="mpi receives", peer=peer, bytes=status.Get_count(mpi.BYTE),
+                    kind=what, direction="receive",
+                )  # fmt: skip
             if kind == 1:
                 first_layer_waiting -= detail
             else:
@@ -138,20 +153,26 @@ class PieceExchange(ShardExchange):
                 if not missing[detail]:
                     low, high = own_pieces[detail]
                     rel_low, rel_high = low - self.start, high - self.start
-                    self._average_piece(vector, rel_low, rel_high)
-                    apply(rel_low, rel_high, self.averaged[rel_low:rel_high])
+                    with recorder.span(UPDATE, "average and update a piece", thread="python"):
+                        self._average_piece(vector, rel_low, rel_high)
+                        apply(rel_low, rel_high, self.averaged[rel_low:rel_high])
                     piece = params[low:high]
+                    returned = recorder.now()
                     sends += [
                         comm.Isend(piece, dest=peer, tag=PARAMETER_TAG) for peer in self.targets
                     ]
+                    returns.append((returned, piece.nbytes))
                     sent += piece.nbytes * len(self.targets)
                     first_layer_waiting -= low < first
                     if first_update is None:
                         first_update = time.perf_counter()
             if first_layer_ready is None and first_layer_waiting == 0:
                 first_layer_ready = time.perf_counter()
+        sends_waited = recorder.now()
         mpi.Request.Waitall(sends)
         done = time.perf_counter()
+        if posted:
+            self._record_sends(gradients_posted, gradient_sent, returns, sends_waited)
         self._count(sent, received)
         self.gradient_bytes_sent += gradient_sent
         self.times.append(
@@ -162,6 +183,26 @@ class PieceExchange(ShardExchange):
                 done_s=done - start,
             )
         )
+
+    def _record_sends(
+        self, gradients_posted: int, gradient_bytes: int, returns: list, waited: int
+    ) -> None:
+        """A traced step's non-blocking sends: each group from its posting to the final wait,
+        which itself is a wait."""
+        recorder, ended = self.recorder, time.time_ns()
+        recorder.add(
+            COMM, f"send {len(self.send_pieces)} gradient pieces (non-blocking)",
+            gradients_posted, ended, thread="mpi sends", bytes=gradient_bytes,
+            peers=self.targets, kind="gradient", direction="send",
+        )  # fmt: skip
+        if returns:
+            recorder.add(
+                COMM, f"send {len(returns)} fresh pieces to every peer (non-blocking)",
+                returns[0][0], ended, thread="mpi sends",
+                bytes=sum(size for _, size in returns) * len(self.targets), peers=self.targets,
+                kind="parameters", direction="send",
+            )  # fmt: skip
+        recorder.add(WAIT, "wait for the sends", waited, ended)
 
     def _average_piece(self, vector: np.ndarray, low: int, high: int) -> None:
         """The mean of the W contributions to own-shard elements [low, high), summed in rank

@@ -3,6 +3,7 @@ a run that could not write its own (a crash, a timeout, a configuration the comm
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from archbench.archs import arch as architecture
@@ -78,3 +79,34 @@ def build_record(
     if status != "ok":
         complete(record)
     return record
+
+
+_RATE = re.compile(r"(^|_)per_s($|_)")  # samples_per_s, samples_per_s_wall (not per_step)
+_DURATION = re.compile(r"(^|_)s($|_)")  # step_s_median, train_s, compute_s_median_per_rank
+
+
+def _unit(key: str) -> bool:
+    return bool(_RATE.search(key) or _DURATION.search(key))
+
+
+def in_virtual_time(section: Any, dilation: float, key: str = "") -> Any:
+    """A copy of a record section in virtual time on a cluster dilated by D: every duration
+    (a key with an `_s` word: `train_s`, `step_s_median`, `compute_s_median_per_rank`, nested
+    ones included) divided by D, every rate (`samples_per_s`) multiplied by it. Keys name their
+    unit, so a new timing is converted without being listed here; the entries of a mapping
+    whose key names a unit (`step_s_median_by_kind: {sync: ...}`) have that unit."""
+    if isinstance(section, dict):
+        inherited = key if _unit(key) else ""
+        return {
+            name: in_virtual_time(value, dilation, name if _unit(name) else inherited)
+            for name, value in section.items()
+        }
+    if isinstance(section, list):
+        return [in_virtual_time(value, dilation, key) for value in section]
+    if dilation == 1 or isinstance(section, bool) or not isinstance(section, int | float):
+        return section
+    if _RATE.search(key):
+        return section * dilation
+    if _DURATION.search(key):
+        return section / dilation
+    return section

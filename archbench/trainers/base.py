@@ -35,6 +35,7 @@ from archbench.config import TrainConfig
 from archbench.data import ArrayDataset
 from archbench.launch import ProcessPlace
 from archbench.localsgd import AVERAGE, SYNC, SyncSchedule
+from archbench.timeline.recorder import NULL_RECORDER, Recorder
 
 
 class Trainer(ABC):
@@ -49,6 +50,11 @@ class Trainer(ABC):
         self.schedule = SyncSchedule.for_config(config)  # --sync-every
         self.step_kind = SYNC
         self.steps_by_kind: dict[str, int] = {}
+        self.recorder = NULL_RECORDER  # records traced steps (--timeline: archbench.timeline)
+
+    def attach_recorder(self, recorder: Recorder) -> None:
+        """--timeline: what this process records itself while a traced step runs."""
+        self.recorder = recorder
 
     def begin_step(self, kind: str) -> None:
         """The loop says what kind of step comes next (`archbench.localsgd`), and counts it."""
@@ -81,6 +87,11 @@ class Trainer(ABC):
     def is_chief(self) -> bool:
         """The worker that evaluates and writes the run record."""
         return self.worker_index == 0 and self.is_worker
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether this rank runs the evaluations during training (the chief)."""
+        return self.is_chief
 
     def roles(self) -> list[str]:
         """Role of every rank, in rank order (the architecture's descriptor says)."""

@@ -56,6 +56,7 @@ from archbench.p2p.pieces import PieceExchange
 from archbench.p2p.sgd import ShardSGD
 from archbench.p2p.shards import ShardPlan
 from archbench.tensor_partition import PartitionSpec
+from archbench.timeline.spans import UPDATE
 from archbench.trainers.base import Trainer
 
 
@@ -131,6 +132,10 @@ class P2PTrainer(Trainer):
         )
         self._assign(self.params)
 
+    def attach_recorder(self, recorder) -> None:
+        super().attach_recorder(recorder)
+        self.exchange.recorder = recorder  # its sends, receives and waits
+
     # --- the step ------------------------------------------------------------------------------
     def _flat_gradients(self, x, y):
         import tensorflow as tf
@@ -205,12 +210,15 @@ class P2PTrainer(Trainer):
             runs = bool(self.row_sparse)  # rows travel as index runs
             self.exchange.reduce_scatter_sparse_mean(*selection, runs=runs)
             self.exchange.allgather_sparse_mean(self.full_gradient, runs=runs)
-            self.replica_sgd.apply(self.params, self.full_gradient)
+            with self.recorder.span(UPDATE, "update: SGD on the whole replica", thread="python"):
+                self.replica_sgd.apply(self.params, self.full_gradient)
         else:
             averaged = self.exchange.reduce_scatter_mean(gradient)
-            self.sgd.apply(self.own_params, averaged)
+            with self.recorder.span(UPDATE, "update: SGD on the own shard", thread="python"):
+                self.sgd.apply(self.own_params, averaged)
             self.exchange.allgather(self.params)
-        self._assign(self.params)
+        with self.recorder.span(UPDATE, "update: parameters into the model", thread="python"):
+            self._assign(self.params)
         self.steps_done += 1
 
     def _local_apply(self, gradient: np.ndarray) -> None:

@@ -21,6 +21,7 @@ from functools import cached_property
 
 import numpy as np
 
+from archbench.cluster.dilation import factor as dilation_factor
 from archbench.compression import CompressionSpec
 from archbench.errors import RunFailed, UsageError
 from archbench.launch import threads_per_process
@@ -99,7 +100,8 @@ class PSTrainer(Trainer):
 
     @property
     def timeout_s(self) -> float:
-        return self.config.ps_timeout_s
+        # A virtual duration: on a dilated node D times longer in real time.
+        return self.config.ps_timeout_s * dilation_factor()
 
     # --- set-up ------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -367,8 +369,9 @@ class PSTrainer(Trainer):
         timeout must exceed one step's communication.
         """
         tf = self.tf
+        traced = self.recorder.session_run_options()  # --timeline: the step's statistics
         try:
-            return tuple(self.session.run(fetches, feed_dict=feed)[:3])
+            return tuple(self.session.run(fetches, feed_dict=feed, **traced)[:3])
         except tf.errors.OpError as exc:
             late = self.graph.late_token
             others = [task for task in self.layout.tasks if task.rank != self.rank]

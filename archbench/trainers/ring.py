@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from archbench.cluster.dilation import factor as dilation_factor
 from archbench.localsgd import AVERAGE, SYNC
 from archbench.trainers.base import KerasTrainer
 
@@ -58,7 +59,8 @@ class RingTrainer(KerasTrainer):
         os.environ["HOROVOD_FUSION_THRESHOLD"] = str(
             int(self.config.fusion_threshold_mb * 1024 * 1024)
         )
-        os.environ["HOROVOD_CYCLE_TIME"] = str(self.config.cycle_time_ms)
+        # A virtual duration, like every one a user gives: on a dilated node D times longer.
+        os.environ["HOROVOD_CYCLE_TIME"] = str(self.config.cycle_time_ms * dilation_factor())
         # Open MPI reads its MCA parameters from the environment in MPI_Init (inside
         # hvd.init), so the algorithm is chosen here, per run, not by the launcher.
         os.environ.update(mpi_allreduce_environment(self.config.allreduce_algorithm))

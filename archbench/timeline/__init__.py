@@ -1,0 +1,12 @@
+"""Timelines (`--timeline FILE`): where every traced step's time goes, for every architecture.
+
+A run traces a few ordinary steps after its warm-up (`archbench.timeline.plan`) and writes one
+Chrome Trace Event Format file (`traceformat`): a process per rank, parameter servers included,
+on one clock (`clock`) in virtual time (`build`). What records the spans differs by
+architecture (`capture`); what the record keeps of them (`timeline.*`) is read from the trace
+itself (`breakdown`), as `archbench timeline FILE` reads it (`cli`).
+"""
+
+from archbench.timeline.tracer import Tracer, for_run
+
+__all__ = ["Tracer", "for_run"]

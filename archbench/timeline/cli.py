@@ -1,0 +1,122 @@
+"""`archbench timeline FILE [--step N] [--out-dir DIR]`: one traced step's breakdown per rank
+(compute, communication hidden and exposed, waits, update, host, the time a CPU budget stopped
+the rank, unaccounted), its critical path, and its Gantt chart (PNG and SVG).
+
+FILE is a trace `--timeline` wrote. Without --step the median traced step is shown (the one
+whose slowest rank's time is the median). A file that is not such a trace gets one line and
+exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from archbench.errors import UsageError
+
+COLUMNS = (  # (header, StepBreakdown attribute)
+    ("step ms", "step_s"),
+    ("compute", "compute"),
+    ("comm hidden", "comm_hidden"),
+    ("comm exposed", "comm_exposed"),
+    ("waits", "wait"),
+    ("update", "update"),
+    ("host", "host"),
+    ("throttled", "throttled"),
+    ("unaccounted", "unaccounted"),
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "timeline",
+        help="a traced step's breakdown per rank and its Gantt chart, from a --timeline trace",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument("file", type=Path, help="a trace written by train --timeline")
+    parser.add_argument("--step", type=int, default=None, help="the traced step to show")
+    parser.add_argument(
+        "--out-dir", type=Path, default=None, help="where to draw the Gantt (default: beside FILE)"
+    )
+    parser.set_defaults(func=run)
+
+
+def read_trace(path: Path) -> dict:
+    """The trace at `path`; UsageError (one line) when it is not a --timeline trace."""
+    from archbench.timeline.traceformat import problems
+
+    try:
+        trace = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    found = problems(trace, limit=1)
+    if found:
+        raise UsageError(f"{path}: not a valid Trace Event Format file ({found[0]})")
+    if not isinstance(trace, dict) or "archbench" not in str(trace.get("otherData", {})):
+        raise UsageError(f"{path}: a trace, but not one archbench --timeline wrote")
+    return trace
+
+
+def run(args: argparse.Namespace) -> int:
+    from archbench.timeline.breakdown import breakdowns, critical_path, median_step
+
+    trace = read_trace(args.file)
+    rows = breakdowns(trace)
+    steps = sorted({row.step for row in rows})
+    if not steps:
+        raise UsageError(f"{args.file}: the trace holds no traced step")
+    step = args.step if args.step is not None else median_step(rows)
+    if step not in steps:
+        raise UsageError(f"--step {step}: the trace holds steps {', '.join(map(str, steps))}")
+    meta = trace.get("otherData", {})
+    print(
+        f"{meta.get('arch', '?')} {meta.get('model', '?')}, step {step} of traced steps "
+        f"{', '.join(map(str, steps))}; ms of virtual time (D = {meta.get('dilation_factor_D', 1)})"
+    )
+    print(_table([row for row in rows if row.step == step]))
+    path = critical_path(trace, step)
+    if path:
+        print("critical path (last span first; each waited on the next):")
+        for link in path:
+            print(
+                f"  rank {link['rank']}: {link['name']} ({link['cat']}, ends {link['end_ms']} ms)"
+            )
+    out_dir = args.out_dir or args.file.parent
+    figure = _gantt(trace, step, out_dir, args.file.stem, meta)
+    print(f"gantt: {figure.paths[0]}\n       {figure.paths[1]}")
+    return 0
+
+
+def _table(rows) -> str:
+    from archbench.analysis.fmt import as_percent, num
+
+    headers = ["rank", "role", *(h for h, _ in COLUMNS), "overlap", "spans cover", "+ throttled"]
+    lines = [headers]
+    for row in rows:
+        cells = [str(row.rank), row.role]
+        cells += [num(1000 * getattr(row, attr)) for _, attr in COLUMNS]
+        cells += [as_percent(row.overlap), as_percent(row.span_coverage), as_percent(row.coverage)]
+        lines.append(cells)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in lines)
+
+
+def _gantt(trace: dict, step: int, out_dir: Path, stem: str, meta: dict):
+    from archbench.analysis.gantt import plot_step
+    from archbench.timeline.breakdown import breakdowns
+
+    rows = [r for r in breakdowns(trace) if r.step == step and r.role != "ps"]
+    comm = sum(r.comm for r in rows)
+    hidden = sum(r.comm_hidden for r in rows) / comm if comm else None
+    title = f"{meta.get('arch', '?')} {meta.get('model', '')}, step {step}: " + (
+        f"{100 * hidden:.0f}% of the workers' communication ran while they computed"
+        if hidden is not None
+        else "no communication"
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return plot_step(trace, step, out_dir, f"{stem}-step{step}", title, f"Step {step}")

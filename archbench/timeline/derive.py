@@ -1,0 +1,137 @@
+"""Spans the trace derives from the engines' own once every span is on one clock: each is named
+for what it is, and its `source` says how it was derived.
+
+- `host_edges` (every worker): Python handing a traced step to the engine, before the step's
+  first engine event, and the results coming back after its last;
+- `receive_waits` (p2p): a receive is posted before its sender sends; the part of it before the
+  matching send began (the k-th send of that kind from that peer in that step) is a wait for
+  the sender, the rest is the transfer;
+- `server_waits` (ps): a worker between the end of its last push and the start of its first
+  pull waits for the servers (the chief's aggregation of W gradients, the update, its token);
+  so it does between its last backward op and its first push, where the push starts after
+  the backward pass (a server fetches a gradient when its part of the step asks for it);
+- `horovod_queue` (ring): from the end of a rank's first backward op (a gradient can be handed
+  to Horovod from then on) to the first Horovod event of the step on its track, the gradients
+  wait in Horovod's queue for its background thread's next cycle and for the other ranks'
+  (Horovod records no event for it; its negotiation is recorded on rank 0 only).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from archbench.timeline.spans import BACKWARD, COMM, HOST, STEP, WAIT, Span
+
+LOOP = "the training loop"  # the source of a worker's own step frame (servers' are derived)
+
+
+def _by_rank_step(spans: list[Span]) -> dict[tuple[int, int], list[Span]]:
+    groups: dict[tuple[int, int], list[Span]] = defaultdict(list)
+    for span in spans:
+        if span.args.get("step") is not None:
+            groups[(span.rank, span.args["step"])].append(span)
+    return groups
+
+
+def host_edges(spans: list[Span]) -> list[Span]:
+    derived = []
+    for (rank, step), group in _by_rank_step(spans).items():
+        frames = [s for s in group if s.cat == STEP and s.args.get("source") == LOOP]
+        inside = [s for s in group if s.cat != STEP]
+        if len(frames) != 1 or not inside:
+            continue
+        frame = frames[0]
+        first = min(s.start_ns for s in inside)
+        last = max(s.end_ns for s in inside)
+        args = {"step": step, "source": "derived: the step's frame before/after its engine events"}
+        if first > frame.start_ns:
+            derived.append(
+                Span(rank, "python", HOST, "host: the step handed to the engine",
+                     frame.start_ns, min(first, frame.end_ns), args)
+            )  # fmt: skip
+        if last < frame.end_ns:
+            derived.append(
+                Span(rank, "python", HOST, "host: results back to Python",
+                     max(last, frame.start_ns), frame.end_ns, args)
+            )  # fmt: skip
+    return derived
+
+
+def receive_waits(spans: list[Span]) -> list[Span]:
+    """p2p receives split at their matching send's start: returns the spans to use instead of
+    the receives (waits and trimmed transfers) and the other spans unchanged."""
+    sends: dict[tuple, list[Span]] = defaultdict(list)
+    for span in spans:
+        if span.cat == COMM and span.args.get("direction") == "send" and "peer" in span.args:
+            key = (span.rank, span.args["peer"], span.args.get("kind"), span.args.get("step"))
+            sends[key].append(span)
+    for group in sends.values():
+        group.sort(key=lambda s: s.start_ns)
+    seen: dict[tuple, int] = defaultdict(int)
+    result = []
+    for span in sorted(spans, key=lambda s: s.end_ns):
+        if span.cat != COMM or span.args.get("direction") != "receive":
+            result.append(span)
+            continue
+        key = (span.args["peer"], span.rank, span.args.get("kind"), span.args.get("step"))
+        ordinal = seen[key]
+        seen[key] += 1
+        matching = sends.get(key, [])
+        if ordinal >= len(matching) or matching[ordinal].start_ns <= span.start_ns:
+            result.append(span)
+            continue
+        sent = min(matching[ordinal].start_ns, span.end_ns)
+        waited = {**span.args, "source": "derived: the receive posted before its sender sent"}
+        result.append(
+            Span(span.rank, span.thread, WAIT, f"wait for rank {span.args['peer']} to send",
+                 span.start_ns, sent, waited)
+        )  # fmt: skip
+        result.append(
+            Span(span.rank, span.thread, COMM, span.name, sent, span.end_ns, dict(span.args))
+        )
+    return result
+
+
+def server_waits(spans: list[Span], workers: list[int]) -> list[Span]:
+    derived = []
+    for (rank, step), group in _by_rank_step(spans).items():
+        if rank not in workers:
+            continue
+        pushes = [s for s in group if s.cat == COMM and s.name.startswith("push")]
+        pulls = [s for s in group if s.cat == COMM and s.name.startswith("pull")]
+        if not pushes or not pulls:
+            continue
+        backward = [s.end_ns for s in group if s.cat == BACKWARD]
+        first_push = min(s.start_ns for s in pushes)
+        if backward and first_push > max(backward):
+            derived.append(
+                Span(rank, "network", WAIT, "wait for the servers to fetch the gradients",
+                     max(backward), first_push,
+                     {"step": step, "source": "derived: last backward op's end to the first "
+                      "push's start (a server fetches a tensor when its part of the step asks)"})
+            )  # fmt: skip
+        pushed = max(s.end_ns for s in pushes)
+        pulled = min(s.start_ns for s in pulls)
+        if pulled > pushed:
+            derived.append(
+                Span(rank, "network", WAIT, "wait for the servers (aggregation, update, token)",
+                     pushed, pulled,
+                     {"step": step, "source": "derived: last push's end to first pull's start"})
+            )  # fmt: skip
+    return derived
+
+
+def horovod_queue(spans: list[Span]) -> list[Span]:
+    derived = []
+    for (rank, step), group in _by_rank_step(spans).items():
+        backward = [s.end_ns for s in group if s.cat == BACKWARD]
+        handled = [s.start_ns for s in group if s.thread.startswith("horovod")]
+        if not backward or not handled or min(handled) <= min(backward):
+            continue
+        derived.append(
+            Span(rank, "horovod queue", WAIT, "gradients with Horovod: its next cycle, the other ranks",
+                 min(backward), min(handled),
+                 {"step": step, "source": "derived: first backward op's end to Horovod's first "
+                  "event of the step"})
+        )  # fmt: skip
+    return derived

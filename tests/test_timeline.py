@@ -1,0 +1,220 @@
+"""Timelines without engines: the Trace Event Format rules, clock alignment, which steps are
+traced, and the breakdown of a step (the engine-backed runs are in test_timeline_train.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from archbench.timeline import clock
+from archbench.timeline.breakdown import breakdowns, critical_path, summary
+from archbench.timeline.plan import timed_steps_left, too_short, traced_steps
+from archbench.timeline.traceformat import complete, metadata, problems
+
+
+def _trace(*events: dict) -> dict:
+    head = [metadata("process_name", 0, "rank 0: chief on a"), metadata("thread_name", 0, "t", 0)]
+    return {"traceEvents": head + list(events), "displayTimeUnit": "ms", "otherData": {}}
+
+
+def test_a_well_formed_trace_has_no_problem():
+    trace = _trace(
+        complete("step 5", "step", 0.0, 100.0, 0, 0, {"step": 5}),
+        complete("forward dense", "forward", 10.0, 20.0, 0, 1, {"step": 5}),
+        complete("inside", "forward", 12.0, 5.0, 0, 1, {}),  # nested: allowed
+        {"name": "b", "ph": "B", "ts": 1.0, "pid": 0, "tid": 2},
+        {"ph": "E", "ts": 2.0, "pid": 0, "tid": 2},
+    )
+    assert problems(trace) == []
+    assert problems(trace["traceEvents"]) == []  # the bare list form is the format too
+
+
+@pytest.mark.parametrize(
+    "event, says",
+    [
+        ({"name": "x", "ph": "Q", "ts": 0, "pid": 0, "tid": 0}, "no known phase"),
+        ({"name": "x", "ph": "X", "ts": 0, "dur": -1, "pid": 0, "tid": 0}, "dur"),
+        ({"name": "x", "ph": "X", "ts": math.nan, "dur": 1, "pid": 0, "tid": 0}, "ts"),
+        ({"name": "x", "ph": "X", "ts": 0, "dur": 1, "pid": "0", "tid": 0}, "pid"),
+        ({"ph": "X", "ts": 0, "dur": 1, "pid": 0, "tid": 0}, "needs a name"),
+        ({"name": "thread_name", "ph": "M", "pid": 0, "args": {}}, "args.name"),
+        ({"name": "colour", "ph": "M", "pid": 0, "args": {"name": "x"}}, "metadata name"),
+        ({"ph": "E", "ts": 3, "pid": 0, "tid": 9}, "no B open"),
+        ({"name": "x", "ph": "X", "ts": 0, "dur": 1, "pid": 0, "tid": 0, "args": []}, "args"),
+    ],
+)
+def test_each_broken_rule_is_named(event, says):
+    found = problems(_trace(event))
+    assert any(says in problem for problem in found), found
+
+
+def test_partly_overlapping_events_on_one_thread_break_the_format():
+    trace = _trace(
+        complete("a", "comm", 0.0, 10.0, 0, 3, {}), complete("b", "comm", 5.0, 10.0, 0, 3, {})
+    )
+    assert any("without nesting" in p for p in problems(trace))
+    apart = _trace(
+        complete("a", "comm", 0.0, 10.0, 0, 3, {}), complete("b", "comm", 5.0, 10.0, 0, 4, {})
+    )
+    assert problems(apart) == []
+
+
+def test_an_unbalanced_begin_and_a_bad_top_level_are_problems():
+    assert (
+        "never ended" in problems(_trace({"name": "b", "ph": "B", "ts": 1, "pid": 0, "tid": 1}))[0]
+    )
+    assert problems({"events": []})
+    assert "displayTimeUnit" in problems({"traceEvents": [], "displayTimeUnit": "s"})[0]
+
+
+def _rounds(offset_ns: int, delays: list[tuple[int, int]]) -> list[list[tuple]]:
+    """Rank 1's allgather rounds with rank 0: rank 1's clock reads `offset_ns` ahead; in each
+    round rank 1 enters `late` ns after rank 0 and both leave `took` ns after the later entry."""
+    rounds, now = [], 1_000_000_000
+    for late, took in delays:
+        enter0, enter1 = now, now + late
+        leave = max(enter0, enter1) + took
+        rounds.append(((enter1 + offset_ns, leave + offset_ns), (enter0, leave)))
+        now = leave + 10_000
+    return [[], rounds]
+
+
+def test_clock_offsets_hold_the_truth_within_their_bound():
+    delays = [(50_000, 2_000_000), (-30_000, 40_000), (1_000, 5_000), (0, 900_000)]
+    for true_offset in (0, 123_456, -7_000_000):
+        first, second = clock.offsets(_rounds(true_offset, delays))
+        assert first.offset_ns == 0 and first.bound_ns == 0
+        assert abs(second.offset_ns - true_offset) <= second.bound_ns
+        # the quickest round (1 µs apart, 5 µs long) decides: half its width, 5.5 µs
+        assert second.bound_ns <= 5_500
+
+
+def test_a_ping_pong_bounds_the_offset_by_half_its_round_trip():
+    # rank 0 sent at 100, got the answer at 300; rank 1 (offset 1000) stamped it at 1180
+    ((_, second)) = clock.offsets([[], [((1180, 1180), (100, 300))]])
+    assert second.offset_ns == pytest.approx(980) and second.bound_ns == pytest.approx(100)
+    assert abs(second.offset_ns - 1000) <= second.bound_ns
+
+
+def test_clock_rounds_stop_early_when_the_bound_is_tight():
+    calls = []
+
+    def allgather(value):
+        calls.append(value)
+        return [value, value]  # two ranks on one clock, answering at once
+
+    rounds = clock.allgather_rounds(allgather)
+    assert len(rounds[1]) == clock.ROUNDS, "one batch is enough on one quick clock"
+    assert len(calls) == clock.ROUNDS + 1
+    assert clock.offsets(rounds)[1].bound_ns <= clock.TARGET_BOUND_NS
+
+
+def test_traced_steps_follow_the_warm_up_and_skip_probes():
+    # warm-up 5, a probe every 10th step after it (steps 14, 24) and at step 4
+    assert traced_steps(30, 5, 10, 3) == [5, 6, 7]
+    assert traced_steps(30, 5, 1, 3) == []  # every step a probe: nothing to trace
+    assert traced_steps(30, 5, 2, 3) == [5, 7, 9]  # probes at 6, 8, 10, ... are not traced
+    assert timed_steps_left(9, 5, 10, 3) == 1
+    assert too_short(9, 5, 10, 3) is None
+    message = too_short(8, 5, 10, 3)
+    assert "--steps 9 or more" in message and "\n" not in message
+
+
+def _step_trace() -> dict:
+    """Rank 0: forward 0-40, backward 40-80, allreduce 60-100 (20 hidden, 20 exposed), wait
+    100-110, update 110-120, nothing 120-130; the step is 0-130 µs."""
+    step = {"step": 7}
+    return _trace(
+        complete("step 7", "step", 0.0, 130.0, 0, 0, step),
+        complete("forward a", "forward", 0.0, 40.0, 0, 1, step),
+        complete("backward a", "backward", 40.0, 40.0, 0, 1, step),
+        complete("allreduce", "comm", 60.0, 40.0, 0, 2, step),
+        complete("negotiate", "wait", 100.0, 10.0, 0, 3, step),
+        complete("update a", "update", 110.0, 10.0, 0, 1, step),
+    )
+
+
+def test_a_step_is_partitioned_and_its_overlap_measured():
+    (row,) = breakdowns(_step_trace())
+    micro = 1e-6
+    assert row.step_s == pytest.approx(130 * micro)
+    assert row.compute == pytest.approx(60 * micro)
+    assert row.comm_hidden == pytest.approx(20 * micro)
+    assert row.comm_exposed == pytest.approx(20 * micro)
+    assert row.wait == pytest.approx(10 * micro)
+    assert row.update == pytest.approx(10 * micro)
+    assert row.unaccounted == pytest.approx(10 * micro)
+    assert row.throttled == 0
+    parts = (row.compute, row.comm_hidden, row.comm_exposed, row.update, row.wait, row.host)
+    assert sum(parts) + row.unaccounted == pytest.approx(row.step_s)
+    assert row.overlap == pytest.approx(0.5)
+    assert row.coverage == pytest.approx(120 / 130)
+    figures = summary(_step_trace())
+    assert figures["overlap"] == pytest.approx(0.5) and figures["median_step"] == 7
+
+
+def test_the_critical_path_starts_at_the_span_that_ended_last():
+    path = critical_path(_step_trace(), 7)
+    assert [link["name"] for link in path[:3]] == ["update a", "negotiate", "allreduce"]
+
+
+def _sweep(spec, *args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "archbench.cli", "sweep", str(spec), *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+SPEC = """
+study: traced
+timeline: {timeline}
+cluster: {{kind: localhost, slots: 4}}
+fixed: {{model: mlp, steps: {steps}, workers: 2}}
+factors: {{arch: [ring, p2p], launcher: [mpirun, horovodrun]}}
+"""
+
+
+def test_a_study_with_timeline_true_traces_each_run_beside_its_record(tmp_path):
+    spec = tmp_path / "traced.yaml"
+    spec.write_text(SPEC.format(timeline="true", steps=30))
+    proc = _sweep(spec, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    commands = proc.stdout.splitlines()
+    assert len(commands) == 4
+    for command in commands:
+        words = command.split()
+        traced = words[words.index("--timeline-file") + 1]
+        out = words[words.index("--out") + 1]
+        assert traced == out.replace("record.jsonl", "timeline.json")
+    assert not (tmp_path / "traced").exists(), "a dry run writes nothing"
+    spec.write_text(SPEC.format(timeline="false", steps=30))
+    assert "--timeline" not in _sweep(spec, "--dry-run").stdout
+
+
+def test_a_study_too_short_to_trace_is_refused_with_one_line(tmp_path):
+    spec = tmp_path / "traced.yaml"
+    spec.write_text(SPEC.format(timeline="true", steps=8))
+    proc = _sweep(spec, "--dry-run")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "--steps 9 or more" in proc.stderr
+    spec.write_text(SPEC.format(timeline="maybe", steps=30))
+    proc = _sweep(spec, "--dry-run")
+    assert proc.returncode == 2 and "timeline must be true or false" in proc.stderr
+
+
+def test_a_budget_s_throttled_time_explains_a_gap_no_longer_than_the_gap():
+    trace = _step_trace()
+    frame = next(e for e in trace["traceEvents"] if e.get("cat") == "step")
+    frame["args"]["throttled_us"] = 4.0
+    (row,) = breakdowns(trace)
+    assert row.throttled == pytest.approx(4e-6) and row.unaccounted == pytest.approx(6e-6)
+    assert row.span_coverage == pytest.approx(120 / 130) and row.coverage == pytest.approx(
+        124 / 130
+    )
+    frame["args"]["throttled_us"] = 50.0  # more than the 10 µs gap: only the gap is explained
+    (row,) = breakdowns(trace)
+    assert row.throttled == pytest.approx(10e-6) and row.unaccounted == 0
