@@ -129,12 +129,43 @@ def test_alpha_beta_fit_recovers_a_line() -> None:
     assert link.beta_s_per_byte == pytest.approx(2e-9, rel=1e-3)
 
 
-def _calib() -> Calibration:
+def _calib(**server) -> Calibration:
+    """The hand-worked cases' machine; a parameter server costs nothing of its own unless
+    `server` (ps_request_s, ps_accumulate_s_per_byte, ps_apply_s_per_byte) says so."""
+    costs = {"ps_request_s": 0.0, "ps_accumulate_s_per_byte": 0.0, "ps_apply_s_per_byte": 0.0}
     return Calibration(
         intra=F.LinkCost(0.0, 0.0),
         inter=F.LinkCost(ALPHA, 1e-12),
         compute={"toy": ComputeLine(fixed_s=0.001, per_sample_s=1e-4)},
+        **{**costs, **server},
     )
+
+
+def test_ps_requests_and_server_update_by_hand() -> None:
+    """One server, 2 workers, M = 1e6 B in 4 variables, 1 Gbit/s (8 ns/B), alpha 1e-5:
+    links 2 phases x 2 x 1e6 x 8e-9 = 3.2e-2 and latency 2e-5, as without server costs;
+    requests: the server answers a push and a pull of each of its 4 variables from each of
+    2 workers, 2 x max(2 x 4, 4) = 16 requests x 50 us = 8e-4; update: it absorbs 2
+    gradients of 1e6 B at 1 ns/B and updates its 1e6 B shard at 2 ns/B: 1e6 x (2e-9 + 2e-9)
+    = 4e-3."""
+    calib = _calib(ps_request_s=50e-6, ps_accumulate_s_per_byte=1e-9, ps_apply_s_per_byte=2e-9)
+    one = StepConfig("ps", "toy", 32, M, default_placement("ps", 2, 1, "dedicated", None),
+                     bandwidth_bits=1e9, ps_plan=((M,), (4,)))  # fmt: skip
+    pred = predict_step(one, ModelParams(), calib)
+    assert pred.parts[F.REQUESTS] == pytest.approx(8e-4)
+    assert pred.parts[F.SERVER_UPDATE] == pytest.approx(4e-3)
+    assert pred.comm_s == pytest.approx(3.2e-2 + 2e-5 + 8e-4 + 4e-3)
+    assert pred.terms["busiest_ps_requests"] == 16
+    # Two servers holding 6e5 B in 3 variables and 4e5 B in 1: server 0 works longest,
+    # 6e5 x (2 x 1e-9 + 2e-9) = 2.4e-3 updating and 2 x max(2 x 3, 4) x 50 us = 6e-4
+    # answering (server 1: 1.6e-3 and 2e-4). Its link takes 2 x 6e5 B per phase: 2 x 9.6e-3.
+    two = StepConfig("ps", "toy", 32, M, default_placement("ps", 2, 2, "dedicated", None),
+                     bandwidth_bits=1e9, ps_plan=((6e5, 4e5), (3, 1)))  # fmt: skip
+    pred = predict_step(two, ModelParams(), calib)
+    assert pred.terms["busiest_ps"] == 0
+    assert pred.terms["requests_s"] == pytest.approx(6e-4)
+    assert pred.terms["server_update_s"] == pytest.approx(2.4e-3)
+    assert pred.comm_s == pytest.approx(2 * 9.6e-3 + 2e-5 + 2.4e-3 + 6e-4)
 
 
 def test_predict_step_composes_compute_and_exposed_comm() -> None:

@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from cluster_fixture import emulated_cluster
 
 from archbench.cli import main
 from archbench.perfmodel.measure.calibration import load_calibration
+
+__all__ = ["emulated_cluster"]  # the session fixture
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
 
@@ -36,8 +39,16 @@ def test_microbench_on_localhost_with_two_ranks(tmp_path: Path, capsys) -> None:
     for record in records:
         by_bench.setdefault(record["bench"], []).append(record)
     assert set(by_bench) == {
-        "pt2pt", "allreduce_mpi", "allreduce_horovod", "ps_push", "ps_pull", "compute", "alpha_beta",
+        "pt2pt", "allreduce_mpi", "allreduce_horovod", "ps_push", "ps_pull", "ps_accumulate",
+        "ps_update", "ps_requests", "compute", "alpha_beta",
     }  # fmt: skip
+    # real time on localhost (D = 1), and the kind of cluster measured
+    assert {r.get("dilation") for r in records if r["bench"] != "alpha_beta"} == {1.0}
+    assert {r["fingerprint"]["emulated"] for r in records} == {False}
+    # Horovod is timed with the ring trainer's default MPI allreduce, the ring
+    assert {(r["setting"], r["algorithm"]) for r in by_bench["allreduce_horovod"]} == {
+        ("ring", "mpi:ring")
+    }
     pt2pt = sorted(by_bench["pt2pt"], key=lambda r: r["size_bytes"])
     assert [r["size_bytes"] for r in pt2pt] == [8, 65536]
     # a 64 KiB message takes longer than 8 bytes, and moves more bytes per second
@@ -48,15 +59,22 @@ def test_microbench_on_localhost_with_two_ranks(tmp_path: Path, capsys) -> None:
             assert row["ranks"] == 2
             assert row["algbw_Bps"] == pytest.approx(row["size_bytes"] / row["time_s"])
             assert row["busbw_Bps"] == pytest.approx(row["algbw_Bps"] * 2 * (2 - 1) / 2)
-    for bench in ("ps_push", "ps_pull"):
+    for bench in ("ps_push", "ps_pull", "ps_accumulate", "ps_update"):
         assert {r["size_bytes"] for r in by_bench[bench]} == {8, 65536}
         assert all(r["time_s"] > 0 for r in by_bench[bench])
+    # a push and a pull of n tiny variables: 2n tensor requests
+    assert sorted(r["requests"] for r in by_bench["ps_requests"]) == [2, 16, 64, 192]
     compute = {r["batch_size"]: r for r in by_bench["compute"]}
     assert set(compute) == {16, 64} and all(r["model"] == "mlp" for r in compute.values())
     assert all(r["compute_s_median"] > 0 for r in compute.values())
     # the records calibrate the model: alpha/beta within the host, a compute line for mlp
     calib = load_calibration(out)
     assert calib.intra.beta_s_per_byte > 0 and "mlp" in calib.compute
+    # the server's own costs: measured, not the defaults
+    assert {"ps_request_s", "ps_accumulate_s_per_byte", "ps_apply_s_per_byte"} <= set(
+        calib.measured
+    )
+    assert calib.ps_request_s > 0
     table = capsys.readouterr().out
     assert "pt2pt (intra" in table and "busbw" in table
     # nothing of ours is left running
@@ -81,3 +99,47 @@ def test_bad_input_is_one_line_status_2_nothing_written(tmp_path: Path, argv, me
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+@pytest.mark.timeout(300)
+def test_microbench_calibrates_a_study_once_per_kind_of_cluster(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(
+        "study: tiny\ncluster: {kind: localhost, slots: 2}\n"
+        "fixed: {dataset: fashion_mnist, model: mlp, batch_size: 16, steps: 5}\n"
+        "factors: {arch: [ring, p2p], workers: [2]}\n"
+    )
+    argv = ["microbench", "--study", str(spec), "--benches", "ps", "--sizes", "8,64K",
+            "--seconds-per-size", "0.05"]  # fmt: skip
+    assert main(argv) == 0
+    out = tmp_path / "tiny" / "calibration.jsonl"
+    first = _records(out)
+    assert {r["bench"] for r in first} >= {"ps_requests", "ps_update"}
+    # the same kind of cluster: reused, nothing measured again
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "reusing it" in capsys.readouterr().out
+    assert _records(out) == first
+
+
+@pytest.mark.timeout(600)
+def test_microbench_on_a_dilated_cluster_reports_virtual_time(emulated_cluster, tmp_path) -> None:
+    from archbench.cluster.state import load_state
+
+    state = load_state(emulated_cluster.name)
+    if not state.dilation:
+        pytest.skip("the test cluster runs without time dilation")
+    out = tmp_path / "results.jsonl"
+    nodes = ",".join(emulated_cluster.nodes[:2])
+    assert main(["microbench", "-H", nodes, "--benches", "pt2pt,ps", "--sizes", "8,64K",
+                 "--seconds-per-size", "0.05", "--out", str(out)]) == 0  # fmt: skip
+    records = _records(out)
+    # every rank divided its timings by the node's D, and says so
+    assert {r.get("dilation") for r in records if r["bench"] != "alpha_beta"} == {state.dilation}
+    fingerprint = records[0]["fingerprint"]
+    assert fingerprint["emulated"] and fingerprint["dilation"] == state.dilation
+    assert {r["link"] for r in records if r["bench"] == "pt2pt" and r["scope"] == "inter"} == {
+        state.bandwidth
+    }
+    calib = load_calibration(out, cluster=fingerprint)
+    assert calib.inter is not None and "ps_request_s" in calib.measured

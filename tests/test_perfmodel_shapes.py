@@ -32,11 +32,15 @@ VARIABLES = [
     VariableInfo("b2", (1000,), 4),
     VariableInfo("b3", (1000,), 4),
 ]
-# no latency, 1 ns per byte between hosts (8 Gbit/s), loopback never used
+# no latency, 1 ns per byte between hosts (8 Gbit/s), loopback never used; the servers' own
+# costs (requests, updates) are priced by hand in test_perfmodel_formulas
 CALIB = Calibration(
     intra=F.LinkCost(0.0, 1e-12),
     inter=F.LinkCost(0.0, 1e-9),
     compute={"toy": ComputeLine(fixed_s=0.1, per_sample_s=0.0)},
+    ps_request_s=0.0,
+    ps_accumulate_s_per_byte=0.0,
+    ps_apply_s_per_byte=0.0,
 )
 
 

@@ -10,11 +10,13 @@ whatif    predicted scaling curves of ring / p2p / ps for larger clusters than t
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
+from archbench.output_folder import folder_problem
 from archbench.perfmodel.fit import figures
 from archbench.perfmodel.fit.fitfile import (
     DEFAULT_CALIBRATION,
@@ -33,15 +35,20 @@ from archbench.perfmodel.fit.fitting import (
     error_summary,
     fit_model,
     score,
+    split_link,
     split_random,
     split_where,
+    split_workers,
 )
 from archbench.perfmodel.fit.records import Observation, study_observations
 from archbench.perfmodel.measure.calibration import Calibration, load_calibration
-from archbench.perfmodel.model.units import positive_ints
-from archbench.settings import SETTINGS, add_flag, combination_problem
+from archbench.perfmodel.model.units import names, positive_ints
+from archbench.settings import SETTINGS, LevelError, add_flag, combination_problem
 
 VALIDATION_NAME = "perfmodel_validation"
+# a study's own calibration, beside its records (`archbench microbench --study`)
+STUDY_CALIBRATION = "calibration.jsonl"
+SPLITS = ("workers", "link", "random", "all")
 WHATIF_NAME = "perfmodel_whatif"
 
 
@@ -56,22 +63,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     def split_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("study", help="study folder (runs/<study>/) holding run records")
         sub.add_argument(
+            "--split",
+            choices=SPLITS,
+            default="workers",
+            help="which configurations to fit: workers (default: W <= --cut, every larger W "
+            "scored), link (one link rate, --train-link; the others scored), random "
+            "(--train-fraction of each architecture's configurations) or all (to score another "
+            "study with validate --fit)",
+        )
+        sub.add_argument(
+            "--cut", type=int, default=2, help="--split workers: fit W <= CUT (default 2)"
+        )
+        sub.add_argument(
+            "--train-link",
+            default=None,
+            metavar="RATE",
+            help="--split link: the rate to fit at (default the study's fastest)",
+        )
+        sub.add_argument(
             "--train-fraction",
             type=float,
             default=0.5,
-            help="share of each architecture's configurations to fit on (default 0.5)",
+            help="--split random: share of each architecture's configurations to fit on "
+            "(default 0.5)",
         )
+        sub.add_argument("--seed", type=int, default=0, help="seed of the random split")
         sub.add_argument(
             "--train-where",
             default=None,
             metavar="FIELD=VALUE",
-            help="fit on runs whose record field equals VALUE, e.g. cluster.link=200mbit",
+            help="fit on runs whose record field equals VALUE, e.g. cluster.link=200mbit "
+            "(instead of --split)",
         )
-        sub.add_argument("--seed", type=int, default=0, help="seed of the random split")
         sub.add_argument(
             "--calibration",
             default=None,
-            help="microbench results.jsonl (alpha/beta and compute priors)",
+            help="microbench results.jsonl (default: the study's calibration.jsonl, else "
+            f"{DEFAULT_CALIBRATION}; only records of the study's kind of cluster count)",
         )
 
     fit = actions.add_parser("fit", help="fit the free parameters on part of a study")
@@ -86,7 +114,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.add_argument(
         "--fit",
         default=None,
-        help=f"fit file (default <study>/report/{FIT_NAME}, fitted now if absent)",
+        help=f"a saved fit to score with (default: fit now, and save to <study>/report/{FIT_NAME})",
     )
     validate.set_defaults(func=run_validate)
 
@@ -147,63 +175,142 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # --------------------------------------------------------------------------- fit / validate
 
 
+def check_output_folder(path: Path, what: str) -> None:
+    """The folder `path` goes in can be written (made when missing); UsageError naming `what`."""
+    problem = folder_problem(path.parent)
+    if problem:
+        raise UsageError(f"{what} {path} cannot be written: {problem}")
+
+
 def _split(observations: list[Observation], args: argparse.Namespace) -> Split:
     if args.train_where:
         field, sep, value = args.train_where.partition("=")
         if not sep or not field:
             raise UsageError(f"--train-where must look like FIELD=VALUE, got {args.train_where!r}")
         return split_where(observations, field.strip(), value.strip())
-    return split_random(observations, args.train_fraction, args.seed)
+    if args.split == "link":
+        return split_link(observations, args.train_link)
+    if args.split == "random":
+        return split_random(observations, args.train_fraction, args.seed)
+    if args.split == "all":
+        return Split(list(observations), [], "all: every configuration fitted")
+    return split_workers(observations, args.cut)
 
 
 def _fit_document(
     study: Path, split: Split, calib: Calibration, args: argparse.Namespace
 ) -> dict[str, Any]:
-    params = fit_model(split.train, calib)
-    in_sample = error_summary(score(split.train, params, calib))
+    if not split.train:
+        raise UsageError(f"{split.rule}: no configuration of {study} to fit on")
+    result = fit_model(split.train, calib)
+    in_sample = error_summary(score(split.train, result.params, calib))
     return {
         "schema": FIT_SCHEMA,
         "study": str(study),
         "split": split.rule,
         "train_run_ids": sorted({o.run_id for o in split.train}),
         "train_config_keys": sorted({o.config_key for o in split.train}),
-        "params": params.to_json(),
+        "params": result.params.to_json(),
+        "terms": [t.to_json() for t in result.terms],
+        "compute_sources": result.compute_sources,
         "calibration": calib.to_json(),
         "in_sample_error": in_sample,
     }
 
 
+def study_calibration(
+    study: Path, observations: list[Observation], path: str | None
+) -> tuple[Calibration, str]:
+    """The calibration of the study's kind of cluster (its runs' fingerprint): from the file
+    named, else the study's own calibration.jsonl, else the default microbench results; with a
+    line saying what was used (the defaults where no record matches)."""
+    from collections import Counter
+
+    from archbench.perfmodel.measure.calibration import fingerprint_of_record
+
+    counts = Counter(
+        json.dumps(fingerprint_of_record(o.record), sort_keys=True) for o in observations
+    )
+    cluster = json.loads(counts.most_common(1)[0][0])
+    algorithms = Counter(
+        str(o.record.get("config", {}).get("allreduce_algorithm") or "ring")
+        for o in observations
+        if o.config.arch == "ring"
+    )
+    algorithm = algorithms.most_common(1)[0][0] if algorithms else "ring"
+    paths = [Path(path)] if path else [study / STUDY_CALIBRATION, DEFAULT_CALIBRATION]
+    for candidate in paths:
+        if not candidate.is_file():
+            if path:
+                load_calibration(candidate)  # says the file is missing
+            continue
+        calib = load_calibration(candidate, cluster, algorithm)
+        if calib.measured:
+            return calib, f"calibration: {candidate} ({', '.join(calib.measured)} measured)"
+    where = " or ".join(str(p) for p in paths)
+    return Calibration(), (
+        f"calibration: defaults (no microbench record in {where} was measured on this study's "
+        f"kind of cluster: {_describe_cluster(cluster)}; run `archbench microbench --study "
+        f"runs/{study.name}.yaml`)"
+    )
+
+
+def _describe_cluster(cluster: dict[str, Any]) -> str:
+    if not cluster.get("emulated"):
+        return f"real hosts, {cluster.get('cpu') or 'unknown CPU'}"
+    dilation = f"dilation {cluster['dilation']:g}" if cluster.get("dilation") else "no dilation"
+    return f"emulated, {dilation}, {cluster.get('cpu') or 'unknown CPU'}"
+
+
 def run_fit(args: argparse.Namespace) -> int:
     study = Path(args.study)
     observations = study_observations(study)
-    calib = load_calibration(args.calibration)
+    out = Path(args.out) if args.out else study / "report" / FIT_NAME
+    check_output_folder(out, "fit file")
+    calib, said = study_calibration(study, observations, args.calibration)
     split = _split(observations, args)
     document = _fit_document(study, split, calib, args)
-    out = Path(args.out) if args.out else study / "report" / FIT_NAME
     write_json_atomic(out, document)
+    print(said)
     print(
         f"fitted on {len(document['train_config_keys'])} configurations "
         f"({len(document['train_run_ids'])} runs; {split.rule}); "
         f"{len({o.config_key for o in split.test})} left for validation"
     )
-    _print_params(document["params"])
+    print_fit(document)
     print(f"fit written to {out}")
     return 0
 
 
-def _print_params(params: dict[str, Any]) -> None:
-    print(
-        f"  compute slow-down per extra process on the same cores: {params['cpu_contention']:.3f}"
-    )
+def print_fit(document: dict[str, Any]) -> None:
+    """What the fit measured from the study, which terms it fitted and which it kept."""
+    params = document["params"]
     for model, line in sorted(params["compute"].items()):
+        source = document.get("compute_sources", {}).get(model, "")
         print(
-            f"  compute {model}: {line['fixed_s'] * 1e3:.3f} ms + {line['per_sample_s'] * 1e6:.2f} us/sample"
+            f"  compute {model}: {line['fixed_s'] * 1e3:.3f} ms + "
+            f"{line['per_sample_s'] * 1e6:.2f} us/sample, update {line.get('update_s', 0) * 1e3:.3f}"
+            f" ms ({source})"
         )
-    for key, values in sorted(params["arch"].items()):
-        print(
-            f"  {key:14s} alpha {values['alpha_s'] * 1e3:7.3f} ms, efficiency {values['efficiency']:5.2f}, "
-            f"gamma {values['gamma_s_per_byte'] * 1e9:6.3f} ns/B, overlap {values['overlap']:4.2f}"
-        )
+    for term in document.get("terms", []):
+        value = _term_value(term["field"], term["value"])
+        if term["fitted"]:
+            print(
+                f"  fitted  {term['term']}: {value} "
+                f"(from {term['configurations']} configuration(s))"
+            )
+        else:
+            print(f"  kept    {term['term']}: {value} ({term['reason']})")
+
+
+def _term_value(field: str, value: float) -> str:
+    if field == "overhead_s":
+        return f"{value * 1e3:.3f} ms"
+    if field == "alpha_s":
+        return f"{value * 1e6:.1f} us"
+    if field == "gamma_s_per_byte":
+        return f"{value * 1e9:.3f} ns/B"
+    return f"{value:.3f}"
 
 
 def held_out(observations: list[Observation], fit: dict[str, Any]) -> list[Observation]:
@@ -220,19 +327,22 @@ def held_out(observations: list[Observation], fit: dict[str, Any]) -> list[Obser
 def run_validate(args: argparse.Namespace) -> int:
     study = Path(args.study)
     observations = study_observations(study)
+    check_output_folder(study / "report" / VALIDATION_NAME, "the validation")
     fit_path = Path(args.fit) if args.fit else study / "report" / FIT_NAME
-    if args.fit or fit_path.is_file():
+    if args.fit:
         fit = read_fit(fit_path)
         fitted_on = Path(str(fit.get("study", study)))
         if fitted_on.resolve() == study.resolve():
             print(f"using fit {fit_path} ({fit['split']})")
         else:  # a fit made on another study: none of this one's runs were fitted
             print(f"using fit {fit_path}, made on {fitted_on} ({fit['split']}); scoring {study}")
-    else:
-        calib = load_calibration(args.calibration)
+    else:  # fitted now, with the split and the calibration there are now
+        calib, said = study_calibration(study, observations, args.calibration)
+        print(said)
         fit = _fit_document(study, _split(observations, args), calib, args)
         write_json_atomic(fit_path, fit)
         print(f"fitted now ({fit['split']}), saved to {fit_path}")
+        print_fit(fit)
     # the fit carries the calibration it was fitted with: score it as fitted
     params, calib = model_inputs(fit_path, None)
     test = held_out(observations, fit)
@@ -264,30 +374,34 @@ def _row_json(row: Scored) -> dict[str, Any]:
         "measured_s": row.measured_s, "predicted_s": row.predicted_s,
         "predicted_compute_s": row.predicted_compute_s, "predicted_exposed_comm_s": row.predicted_comm_s,
         "error_pct": row.error * 100, "runs": row.runs,
-        "repeat_spread_pct": None if row.spread is None else row.spread * 100,
+        "noise_floor_pct": None if row.noise is None else row.noise * 100,
     }  # fmt: skip
 
 
 def validation_table(rows: list[Scored], summary: dict[str, dict[str, Any]]) -> str:
     lines = [
-        "| architecture | held-out configurations | MAPE | worst | repetitions disagree by | worst configuration |",
+        "The noise floor: how far one repetition's median step is from the mean of the others'",
+        "(the error a perfect model would still show).",
+        "",
+        "| architecture | held-out configurations | MAPE | noise floor | worst | worst configuration |",
         "| --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for name, s in summary.items():
-        spread = "" if s.get("repeat_spread_pct") is None else f"{s['repeat_spread_pct']:.1f}%"
+        floor = "" if s.get("noise_floor_pct") is None else f"{s['noise_floor_pct']:.1f}%"
         lines.append(
-            f"| {name} | {s['configurations']} | {s['mape_pct']:.1f}% | "
-            f"{s['worst_pct']:.1f}% | {spread} | {s['worst_config']} |"
+            f"| {name} | {s['configurations']} | {s['mape_pct']:.1f}% | {floor} | "
+            f"{s['worst_pct']:.1f}% | {s['worst_config']} |"
         )
     lines += [
         "",
-        "| configuration | measured step (ms) | predicted (ms) | error |",
-        "| --- | ---: | ---: | ---: |",
+        "| configuration | measured step (ms) | predicted (ms) | error | noise floor |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for row in sorted(rows, key=lambda r: (r.arch, r.label)):
+        floor = "" if row.noise is None else f"{row.noise * 100:.1f}%"
         lines.append(
             f"| {row.label} | {row.measured_s * 1e3:.1f} | {row.predicted_s * 1e3:.1f} | "
-            f"{row.error * 100:+.1f}% |"
+            f"{row.error * 100:+.1f}% | {floor} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -299,10 +413,15 @@ def run_whatif(args: argparse.Namespace) -> int:
     from archbench.bandwidth import parse_bandwidth
     from archbench.perfmodel.optimize.whatif import describe_walls, whatif_curves
 
-    workers = positive_ints(args.workers, "--workers")
-    bandwidths = [b.strip() for b in args.bandwidths.split(",") if b.strip()]
+    workers = positive_ints(args.workers, "--workers", SETTINGS["workers"].maximum)
+    bandwidths = names(args.bandwidths, "--bandwidths")
     for bandwidth in bandwidths:
         parse_bandwidth(bandwidth)
+    if args.batch_size is not None:
+        try:
+            SETTINGS["batch_size"].check_range(args.batch_size)
+        except LevelError as exc:
+            raise UsageError(f"--batch-size {exc}") from None
     if args.dataset is None and (args.synthetic_shape or args.synthetic_classes):
         raise UsageError("--synthetic-shape and --synthetic-classes go with --dataset synthetic")
     study = Path(args.study) if args.study else None
@@ -312,7 +431,9 @@ def run_whatif(args: argparse.Namespace) -> int:
         fit_path = study / "report" / FIT_NAME
     params, calib = model_inputs(fit_path, default_calibration(args.calibration))
     models = (
-        args.models.split(",") if args.models else sorted({o.config.model for o in observations})
+        names(args.models, "--models")
+        if args.models
+        else sorted({o.config.model for o in observations})
     )
     if not models:
         raise UsageError("name --models or a study whose runs say which models to draw")
@@ -343,10 +464,11 @@ def run_whatif(args: argparse.Namespace) -> int:
     compute_source = override_compute(
         params, models, parse_compute_ms(args.compute_ms, models), args.compute_from
     )
+    stem = Path(args.out) if args.out else (study or Path("runs")) / "report" / WHATIF_NAME
+    check_output_folder(stem, "figure")
     curves, batches, singles = whatif_curves(
         models, workers, bandwidths, params, calib, observations, args.batch_size, inputs
     )
-    stem = Path(args.out) if args.out else (study or Path("runs")) / "report" / WHATIF_NAME
     title = "predicted scaling, one worker per host; batch " + ", ".join(
         f"{m} {b}/worker" for m, b in batches.items()
     )

@@ -80,6 +80,9 @@ def override_compute(
                 params.compute[model] = other.compute[model]
     for model, ms in compute_ms.items():
         params.compute[model] = ComputeLine(fixed_s=ms / 1e3, per_sample_s=0.0)
+    given = set(compute_ms) | (set(models) if compute_from is not None else set())
+    for key in [k for k in params.compute if k.rpartition(":")[2] in given and ":" in k]:
+        del params.compute[key]  # a fit's line of one architecture no longer applies
     if compute_ms:
         return "given: " + ", ".join(f"{m} {ms:g} ms/step" for m, ms in compute_ms.items())
     if compute_from is not None:
@@ -108,10 +111,11 @@ def read_fit(path: str | Path) -> dict[str, Any]:
         raise UsageError(f"fit file {path} does not exist (run `archbench model fit` first)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"fit file {path} is not valid JSON: {exc}") from None
-    if data.get("schema") != FIT_SCHEMA:
-        raise UsageError(f"{path} is not a performance-model fit (schema {data.get('schema')!r})")
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema != FIT_SCHEMA:
+        raise UsageError(f"{path} is not a performance-model fit (schema {schema!r})")
     return data
 
 
@@ -133,8 +137,9 @@ def model_inputs(
         if not calibration_path and data.get("calibration"):
             calib = Calibration.from_json(data["calibration"])
         elif calibration_path:
-            for model in calib.compute:
-                params.compute.pop(model, None)
+            for key in list(params.compute):
+                if key.rpartition(":")[2] in calib.compute:  # MODEL or ARCH:MODEL
+                    params.compute.pop(key)
             if calib.cpu_contention:
                 params.cpu_contention = None
     return params, calib

@@ -1,40 +1,42 @@
-"""Fitting the few free parameters on part of a study, and scoring on the rest.
+"""Fitting what the calibration leaves open on part of a study, and scoring on the rest.
 
-The split is by configuration (repetitions of one configuration never straddle it), stratified
-by architecture variant, and the scored set is checked to share no configuration and no run
-with the fitted set.
+What a microbenchmark can measure is measured (`archbench.perfmodel.measure`), and each
+model's compute and update come from the study's own `single` runs; a fit only adds the few
+terms no microbenchmark measures (a per-step overhead, the share of communication hidden
+behind compute, ...), and only those the fitted configurations identify: a term no fitted
+configuration depends on, or one the configurations cannot tell apart from a term already
+fitted (too few of them, or the same effect on each), keeps its calibrated value and is named
+as kept, with the reason. Terms whose physics is shared (the links' efficiency) are one value
+for every architecture.
+
+The split is by configuration (repetitions of one configuration never straddle it): by worker
+count (the default: fit on W <= cut, score every W above it), by link rate, by a record field,
+or at random per architecture variant; the scored set is checked to share no configuration and
+no run with the fitted set.
 """
 
 from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from statistics import median
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from statistics import mean, median
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from archbench.errors import UsageError
 from archbench.perfmodel.fit.records import Observation
-from archbench.perfmodel.measure.calibration import Calibration, ComputeLine
+from archbench.perfmodel.measure.calibration import Calibration, ComputeLine, fit_compute_line
 from archbench.perfmodel.model.predictor import ArchParams, ModelParams, predict_step
 
-# Free parameters per architecture variant: (name, scale, lower, upper, prior). The optimiser
-# works on value / scale so that every unknown is of order one.
-ARCH_PARAMETERS = (
-    ("alpha_s", 1e-3, 0.0, 200.0, 0.0),
-    # a link cannot be beaten by much (tc tbf only lets a short burst through faster)
-    ("efficiency", 1.0, 0.9, 20.0, 1.0),
-    ("gamma_s_per_byte", 1e-9, 0.0, 100.0, 0.0),
-    ("overlap", 1.0, 0.0, 1.0, 0.0),
-)
-# Weight of the pull toward the prior of each parameter: small, it only settles what the data
-# cannot tell apart (e.g. efficiency vs gamma when a study has a single bandwidth).
-PRIOR_WEIGHT = 0.02
-# Weight of a microbench compute time (one process alone) against one run's compute time.
-ANCHOR_WEIGHT = 1.0
+SINGLE = "single"
+# Architectures whose exchange can start during the backward pass: Horovod allreduces each
+# gradient as the tape produces it, and a PS graph pushes each as it is computed; p2p exchanges
+# the flattened gradient after the backward pass, so nothing of it can hide.
+OVERLAPPING = ("ring", "ps")
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,47 @@ def _by_config(observations: Sequence[Observation]) -> dict[str, list[Observatio
     return groups
 
 
+def _split(observations: Sequence[Observation], fitted, rule: str) -> Split:
+    """Fit the configurations any of whose runs `fitted` picks, score the rest."""
+    train_keys = {o.config_key for o in observations if fitted(o)}
+    train = [o for o in observations if o.config_key in train_keys]
+    test = [o for o in observations if o.config_key not in train_keys]
+    split = Split(train, test, rule)
+    split.check_disjoint()
+    return split
+
+
+def split_workers(observations: Sequence[Observation], cut: int = 2) -> Split:
+    """Fit on every configuration with at most `cut` workers (`single` counts one), score every
+    configuration above it: what a user who has `cut` workers wants to know of more."""
+    if cut < 1:
+        raise UsageError(f"--cut must be at least 1 worker, got {cut}")
+    return _split(
+        observations,
+        lambda o: o.config.num_workers <= cut,
+        f"workers: fit W <= {cut}, score W > {cut}",
+    )
+
+
+def split_link(observations: Sequence[Observation], train_link: str | None = None) -> Split:
+    """Fit on the runs at one link rate (default: the fastest in the study; `single`, which
+    uses no link, goes with it), score those at every other rate."""
+    from archbench.bandwidth import parse_bandwidth
+
+    rates = sorted({o.config.bandwidth_bits for o in observations if o.config.bandwidth_bits})
+    if not rates:
+        raise UsageError("no run of the study names its link rate (cluster.link)")
+    bits = parse_bandwidth(train_link) if train_link else rates[-1]
+    if bits not in rates:
+        have = ", ".join(f"{r / 1e6:g}Mbit" for r in rates)
+        raise UsageError(f"no run has link {train_link} (the study has {have})")
+    return _split(
+        observations,
+        lambda o: o.config.bandwidth_bits in (bits, None) or o.config.arch == SINGLE,
+        f"link: fit at {bits / 1e6:g} Mbit/s, score the other rates",
+    )
+
+
 def split_random(observations: Sequence[Observation], train_fraction: float, seed: int) -> Split:
     """Per architecture variant, a seeded random `train_fraction` of its configurations is
     fitted and the rest scored (at least one of each side when the variant has two)."""
@@ -78,170 +121,277 @@ def split_random(observations: Sequence[Observation], train_fraction: float, see
         else:
             count = len(keys)  # a lone configuration can only teach, not be scored
         train_keys.update(keys[:count])
-    train = [o for o in observations if o.config_key in train_keys]
-    test = [o for o in observations if o.config_key not in train_keys]
-    split = Split(
-        train, test, f"random {train_fraction:g} of configurations per variant, seed {seed}"
+    return _split(
+        observations,
+        lambda o: o.config_key in train_keys,
+        f"random {train_fraction:g} of configurations per variant, seed {seed}",
     )
-    split.check_disjoint()
-    return split
 
 
-def split_where(observations: Sequence[Observation], field: str, value: str) -> Split:
+def split_where(observations: Sequence[Observation], field_name: str, value: str) -> Split:
     """Fit on the runs whose record field (dotted, e.g. cluster.link) equals `value`; score
     on the others (e.g. fit at one bandwidth, predict another)."""
 
     def matches(obs: Observation) -> bool:
         current: object = obs.record
-        for part in field.split("."):
+        for part in field_name.split("."):
             current = current.get(part) if isinstance(current, dict) else None
         return str(current) == value
 
-    train = [o for o in observations if matches(o)]
-    if not train:
-        raise UsageError(f"no run has {field} == {value!r}")
-    train_keys = {o.config_key for o in train}
-    test = [o for o in observations if o.config_key not in train_keys]
-    split = Split(train, test, f"fit where {field} == {value}")
-    split.check_disjoint()
-    return split
+    if not any(matches(o) for o in observations):
+        raise UsageError(f"no run has {field_name} == {value!r}")
+    return _split(observations, matches, f"fit where {field_name} == {value}")
 
 
-# ---------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------- measured from the study
 
 
-def _solve(
-    residuals: Callable[[np.ndarray], np.ndarray], start: Sequence[float], bounds: tuple
-) -> np.ndarray:
-    lower, upper = (np.asarray(b, dtype=float) for b in bounds)
-    x0 = np.clip(np.asarray(start, dtype=float), lower, upper)
-    result = least_squares(residuals, x0, bounds=(lower, upper), loss="soft_l1", f_scale=0.2)
-    return result.x
-
-
-def fit_compute(
-    observations: Sequence[Observation], calib: Calibration
-) -> tuple[dict[str, ComputeLine], float | None]:
-    """Per-model compute lines and the CPU-sharing slow-down, from measured compute times
-    (none: the calibration's are kept)."""
-    with_compute = [o for o in observations if o.compute_s]
-    models = sorted({o.config.model for o in with_compute})
-    if not models:
-        return {}, None
-    start: list[float] = []
-    lower: list[float] = []
-    upper: list[float] = []
-    scales: list[float] = []
-    for model in models:
-        mine = [o for o in with_compute if o.config.model == model]
-        scale = median(o.compute_s / o.config.batch_size for o in mine)  # type: ignore[operator]
-        prior = calib.compute.get(model)
-        scales.append(scale)
-        start += [
-            prior.fixed_s / scale / 100 if prior else 0.0,
-            prior.per_sample_s / scale if prior else 0.5,
-        ]
-        lower += [0.0, 0.0]
-        upper += [1e6, 1e3]
-    start.append(calib.cpu_contention or 0.1)  # contention per extra process
-    lower.append(0.0)
-    upper.append(5.0)
-
-    def unpack(x: np.ndarray) -> tuple[dict[str, ComputeLine], float]:
-        lines = {
-            m: ComputeLine(
-                fixed_s=x[2 * i] * scales[i] * 100, per_sample_s=x[2 * i + 1] * scales[i]
+def study_compute(
+    train: Sequence[Observation], calib: Calibration
+) -> tuple[dict[str, ComputeLine], dict[str, str]]:
+    """Each model's compute line and update, measured by the fitted runs themselves: the
+    `single` baseline's (compute = forward and backward, update = the rest of its step), and
+    for each architecture the compute its own fitted runs measured (`ARCH:MODEL`: a PS worker
+    computes in a TensorFlow graph session, ring and p2p in Keras as `single` does, and each
+    measures its own probe); the source of each in words. A model without a `single` run takes
+    its update from the calibration (or none)."""
+    lines: dict[str, ComputeLine] = {}
+    sources: dict[str, str] = {}
+    measured = [o for o in train if o.compute_s]
+    for model in sorted({o.config.model for o in measured}):
+        mine = [o for o in measured if o.config.model == model]
+        singles = [o for o in mine if o.config.arch == SINGLE]
+        known = calib.compute.get(model)
+        if singles:
+            update = median(max(o.step_s - o.compute_s, 0.0) for o in singles)
+            update_source = "update from single"
+        else:
+            update = known.update_s if known else 0.0
+            update_source = "update " + ("from the calibration" if known else "not measured (0)")
+        for arch in sorted({o.config.arch for o in mine}):
+            runs = [o for o in mine if o.config.arch == arch]
+            line = fit_compute_line(
+                [o.config.batch_size for o in runs], [o.compute_s for o in runs]
             )
-            for i, m in enumerate(models)
-        }
-        return lines, float(x[-1])
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        lines, kappa = unpack(x)
-        out = []
-        for obs in with_compute:
-            sharing = max(obs.config.cpu_sharing_ranks, 1)
-            pred = lines[obs.config.model].seconds(obs.config.batch_size) * (
-                1 + kappa * (sharing - 1)
+            key = model if arch == SINGLE else f"{arch}:{model}"
+            lines[key] = replace(line, update_s=update)
+            sources[key] = f"{len(runs)} {arch} run(s); {update_source}"
+        if model not in lines:  # no single baseline: the distributed runs' compute, pooled
+            line = fit_compute_line(
+                [o.config.batch_size for o in mine], [o.compute_s for o in mine]
             )
-            out.append((pred - obs.compute_s) / obs.compute_s)  # type: ignore[operator]
-        # weak pull of the fixed costs toward zero: with one batch size per model they are
-        # not identifiable, and per-sample cost is the better guess for other batch sizes
-        out.extend(PRIOR_WEIGHT * x[0 : 2 * len(models) : 2])
-        # a model timed alone by microbench anchors the line at one process, so that the
-        # study's runs (all with several processes) can tell the slow-down apart
-        for model, batch, alone_s in anchors:
-            out.append(ANCHOR_WEIGHT * (lines[model].seconds(batch) - alone_s) / alone_s)
-        return np.asarray(out)
+            lines[model] = replace(line, update_s=update)
+            sources[model] = f"{len(mine)} run(s) of every architecture; {update_source}"
+    return lines, sources
 
-    anchors = [
-        (model, batch, calib.compute[model].seconds(batch))
-        for model in models
-        if model in calib.compute
-        for batch in sorted({o.config.batch_size for o in with_compute if o.config.model == model})
-        if calib.compute[model].seconds(batch) > 0
+
+# --------------------------------------------------------------------------- the terms
+
+
+@dataclass(frozen=True)
+class Term:
+    """A free parameter (an ArchParams field) of one or more architecture variants (shared
+    when several: one value for all)."""
+
+    field: str
+    keys: tuple[str, ...]
+    scale: float  # a natural unit: the optimiser works on value / scale
+    lower: float
+    upper: float
+    start: float  # the value it keeps when not fitted
+
+    @property
+    def name(self) -> str:
+        return f"{TERM_WORDS[self.field]} [{', '.join(self.keys)}]"
+
+
+def _unit(term: Term) -> str:
+    units = {"overhead_s": ("ms", 1e3), "gamma_s_per_byte": ("ns/B", 1e9), "alpha_s": ("us", 1e6)}
+    word, factor = units.get(term.field, ("", 1.0))
+    return f"{term.scale * factor:g}{(' ' + word) if word else ''}"
+
+
+TERM_WORDS = {
+    "overhead_s": "per-step overhead",
+    "efficiency": "link efficiency",
+    "overlap": "overlap with compute",
+    "gamma_s_per_byte": "host per-byte work",
+    "alpha_s": "extra per-message latency",
+}
+# A term whose largest effect on any fitted configuration's step, over one unit of its scale, is
+# below this share is not identified by the data.
+SENSITIVITY = 0.01
+# Two terms are told apart only if their effects on the fitted configurations are this far
+# from parallel: the smallest singular value of their unit-normed columns (0: the same effect,
+# 1: independent).
+SEPARATION = 0.25
+
+
+def candidate_terms(keys: Sequence[str]) -> list[Term]:
+    """The terms a fit may add, in the order it tries them: a fixed overhead per step of each
+    architecture variant (physics the microbenchmarks do not time: the framework's own step),
+    the links' efficiency (shared: every architecture's bytes cross the same links), the
+    share of communication each that can (OVERLAPPING) hides behind compute, the host's per-byte work (shared: the
+    copies and sums of ring and p2p run on the same cores), and an extra per-message latency."""
+    distributed = sorted(k for k in keys if k != SINGLE)
+    terms = [Term("overhead_s", (k,), 1e-3, 0.0, 10.0, 0.0) for k in distributed]
+    if distributed:
+        terms.append(Term("efficiency", tuple(distributed), 1.0, 0.5, 20.0, 1.0))
+    terms += [
+        Term("overlap", (k,), 1.0, 0.0, 1.0, 0.0)
+        for k in distributed
+        if k.split("-")[0] in OVERLAPPING
+    ]
+    reducing = tuple(k for k in distributed if not k.startswith("ps"))
+    if reducing:
+        terms.append(Term("gamma_s_per_byte", reducing, 1e-9, 0.0, 100.0, 0.0))
+    terms += [Term("alpha_s", (k,), 1e-4, 0.0, 100.0, 0.0) for k in distributed]
+    return terms
+
+
+def _params_with(base: ModelParams, terms: Sequence[Term], values: Sequence[float]) -> ModelParams:
+    arch = {key: replace(value) for key, value in base.arch.items()}
+    for term, value in zip(terms, values, strict=True):
+        for key in term.keys:
+            arch[key] = replace(arch.get(key, ArchParams()), **{term.field: value})
+    return ModelParams(arch=arch, cpu_contention=base.cpu_contention, compute=base.compute)
+
+
+@dataclass
+class TermFit:
+    term: Term
+    value: float
+    fitted: bool
+    configurations: int  # fitted configurations whose step depends on the term
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "term": self.term.name, "field": self.term.field, "keys": list(self.term.keys),
+            "value": self.value, "fitted": self.fitted, "configurations": self.configurations,
+            "reason": self.reason,
+        }  # fmt: skip
+
+
+@dataclass
+class FitResult:
+    params: ModelParams
+    terms: list[TermFit] = field(default_factory=list)
+    compute_sources: dict[str, str] = field(default_factory=dict)
+    configurations: int = 0
+
+
+def _medians(observations: Sequence[Observation]) -> list[tuple[Observation, float]]:
+    return [
+        (members[0], float(median(o.step_s for o in members)))
+        for _key, members in sorted(_by_config(observations).items())
     ]
 
-    x = _solve(residuals, start, (lower, upper))
-    return unpack(x)
 
+def identify(
+    configs: Sequence[tuple[Observation, float]],
+    candidates: Sequence[Term],
+    base: ModelParams,
+    calib: Calibration,
+) -> list[TermFit]:
+    """Which candidate terms the configurations identify, in order: each term's effect on every
+    configuration's predicted step (relative, over one unit of its scale) must reach SENSITIVITY
+    somewhere, and must not be (nearly) parallel to the effects of the terms already chosen."""
 
-def fit_arch(
-    observations: Sequence[Observation], params: ModelParams, calib: Calibration
-) -> ArchParams:
-    """The four free parameters of one architecture variant, on relative step-time error."""
+    def log_steps(params: ModelParams) -> np.ndarray:
+        return np.log([predict_step(obs.config, params, calib).step_s for obs, _ in configs])
 
-    def build(x: np.ndarray) -> ArchParams:
-        values = {name: x[i] * scale for i, (name, scale, *_rest) in enumerate(ARCH_PARAMETERS)}
-        return ArchParams(**values)
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        candidate = build(x)
-        out = []
-        for obs in observations:
-            trial = ModelParams(
-                arch={obs.arch_key: candidate},
-                cpu_contention=params.cpu_contention,
-                compute=params.compute,
-            )
-            pred = predict_step(obs.config, trial, calib).step_s
-            out.append((pred - obs.step_s) / obs.step_s)
-        priors = [
-            PRIOR_WEIGHT * (x[i] - prior / scale) / max(upper, 1.0)
-            for i, (_n, scale, _lo, upper, prior) in enumerate(ARCH_PARAMETERS)
-        ]
-        return np.asarray(out + priors)
-
-    start = [prior / scale for (_n, scale, _lo, _up, prior) in ARCH_PARAMETERS]
-    start[3] = 0.2  # start overlap off its bound so the solver can move it
-    bounds = ([p[2] for p in ARCH_PARAMETERS], [p[3] for p in ARCH_PARAMETERS])
-    return build(_solve(residuals, start, bounds))
-
-
-def fit_model(observations: Sequence[Observation], calib: Calibration) -> ModelParams:
-    """Compute first (on measured compute times), then each architecture variant, then each
-    family pooled (used for a variant the fitted part of the study never ran)."""
-    compute, kappa = fit_compute(observations, calib)
-    params = ModelParams(cpu_contention=kappa, compute=compute)
-    variants: dict[str, list[Observation]] = defaultdict(list)
-    for obs in observations:
-        variants[obs.arch_key].append(obs)
-    families: dict[str, list[Observation]] = defaultdict(list)
-    for key, members in variants.items():
-        params.arch[key] = fit_arch(members, params, calib)
-        families[key.split("-")[0]].extend(members)
-    for family, members in families.items():
-        if family in params.arch:
-            continue
-        keys = {o.arch_key for o in members}
-        # fit_arch scores each run under its own variant key, so one set fits them all
-        params.arch[family] = (
-            params.arch[keys.pop()] if len(keys) == 1 else fit_arch(members, params, calib)
+    starts = [t.start for t in candidates]
+    at_start = log_steps(_params_with(base, candidates, starts))
+    columns = []
+    for index, term in enumerate(candidates):
+        moved = list(starts)
+        step = (
+            0.1 * term.scale if term.upper - term.start >= 0.1 * term.scale else -0.1 * term.scale
         )
-    return params
+        moved[index] += step
+        columns.append((log_steps(_params_with(base, candidates, moved)) - at_start) * 10.0)
+    chosen: list[int] = []
+    out = []
+    for index, term in enumerate(candidates):
+        column = columns[index]
+        affected = int(np.sum(np.abs(column) > 1e-9))
+        if np.max(np.abs(column)) < SENSITIVITY:
+            moves = f"{SENSITIVITY:.0%} over {_unit(term)}"
+            out.append(TermFit(term, term.start, False, affected,
+                               f"no fitted configuration's step moves by {moves}"))  # fmt: skip
+            continue
+        trial = [columns[i] / np.linalg.norm(columns[i]) for i in [*chosen, index]]
+        values = np.linalg.svd(np.stack(trial, axis=1), compute_uv=False)
+        # more terms than configurations: as many singular values as configurations only
+        smallest = values[-1] if len(values) == len(trial) else 0.0
+        if smallest < SEPARATION:
+            rivals = [
+                candidates[i].name
+                for i in chosen
+                if np.any((np.abs(columns[i]) > 1e-9) & (np.abs(column) > 1e-9))
+            ]
+            spent = len(rivals) + 1 > affected
+            reason = (
+                f"{affected} fitted configuration(s) depend on it, fewer than the "
+                f"{len(rivals) + 1} terms that would share them ({', '.join(rivals)})"
+                if spent
+                else f"the {affected} fitted configuration(s) cannot tell it from "
+                f"{', '.join(rivals) or 'the terms already fitted'}"
+            )
+            out.append(TermFit(term, term.start, False, affected, reason))
+            continue
+        chosen.append(index)
+        out.append(TermFit(term, term.start, True, affected))
+    return out
 
 
-# ---------------------------------------------------------------------------------------------
+def fit_model(train: Sequence[Observation], calib: Calibration) -> FitResult:
+    """Compute and update from the study's runs, then the identified terms, all at once, on the
+    relative error of each fitted configuration's median step."""
+    compute, sources = study_compute(train, calib)
+    base = ModelParams(compute=compute)
+    configs = _medians(train)
+    candidates = candidate_terms(sorted({obs.arch_key for obs, _ in configs}))
+    report = identify(configs, candidates, base, calib)
+    chosen = [r for r in report if r.fitted]
+    if chosen:
+        terms = [r.term for r in chosen]
+
+        def residuals(x: np.ndarray) -> np.ndarray:
+            params = _params_with(base, terms, [v * t.scale for v, t in zip(x, terms)])
+            return np.asarray(
+                [
+                    (predict_step(obs.config, params, calib).step_s - measured) / measured
+                    for obs, measured in configs
+                ]
+            )
+
+        lower = [t.lower / t.scale for t in terms]
+        upper = [t.upper / t.scale for t in terms]
+        x0 = np.clip([t.start / t.scale for t in terms], lower, upper)
+        # strictly inside the bounds, so the solver can move a term that starts on one (a
+        # hundredth of a unit of its scale in, at most a thousandth of its range)
+        inset = [min(0.01, 1e-3 * (hi - lo)) for lo, hi in zip(lower, upper)]
+        x0 = [min(max(v, lo + d), hi - d) for v, lo, hi, d in zip(x0, lower, upper, inset)]
+        solution = least_squares(
+            residuals, x0, bounds=(lower, upper), loss="soft_l1", f_scale=0.1
+        ).x
+        for row, value in zip(chosen, solution, strict=True):
+            row.value = float(value * row.term.scale)
+    params = _params_with(base, [r.term for r in report], [r.value for r in report])
+    # a variant the fitted part never ran takes its family's parameters when only one of the
+    # family's variants was fitted
+    families: dict[str, set[str]] = defaultdict(set)
+    for key in params.arch:
+        families[key.split("-")[0]].add(key)
+    for family, keys in families.items():
+        if family not in params.arch and len(keys) == 1:
+            params.arch[family] = params.arch[next(iter(keys))]
+    return FitResult(params, report, sources, len(configs))
+
+
+# --------------------------------------------------------------------------- scoring
 
 
 @dataclass(frozen=True)
@@ -258,7 +408,8 @@ class Scored:
     predicted_compute_s: float
     predicted_comm_s: float
     runs: int
-    spread: float | None = None  # (slowest - fastest) / median over its repetitions
+    # how far a repetition is from the mean of the others, on average (None: one run)
+    noise: float | None = None
 
     @property
     def error(self) -> float:
@@ -299,21 +450,27 @@ def score(
                 predicted_compute_s=pred.compute_s,
                 predicted_comm_s=pred.exposed_comm_s,
                 runs=len(members),
-                spread=_spread([o.step_s for o in members]),
+                noise=noise_floor([o.step_s for o in members]),
             )
         )
     return rows
 
 
-def _spread(values: Sequence[float]) -> float | None:
+def noise_floor(values: Sequence[float]) -> float | None:
+    """How far a repetition is from the mean of the others, relative to that mean, averaged
+    over the repetitions: the error a perfect model would still show against one run."""
     if len(values) < 2:
         return None
-    return (max(values) - min(values)) / float(median(values))
+    deviations = []
+    for index, value in enumerate(values):
+        others = mean(v for i, v in enumerate(values) if i != index)
+        deviations.append(abs(value - others) / others)
+    return float(mean(deviations))
 
 
-def error_summary(rows: Sequence[Scored]) -> dict[str, dict[str, float]]:
-    """MAPE and worst absolute percentage error per architecture, per architecture and
-    model ("ps / mlp"), and over all."""
+def error_summary(rows: Sequence[Scored]) -> dict[str, dict[str, Any]]:
+    """MAPE, worst absolute percentage error and noise floor per architecture, per architecture
+    and model ("ps / mlp"), and over all."""
     groups: dict[str, list[Scored]] = defaultdict(list)
     for row in rows:
         groups[row.arch].append(row)
@@ -323,13 +480,13 @@ def error_summary(rows: Sequence[Scored]) -> dict[str, dict[str, float]]:
     for name, members in sorted(groups.items()):
         errors = [abs(r.error) * 100 for r in members]
         worst = max(members, key=lambda r: abs(r.error))
-        spreads = [r.spread * 100 for r in members if r.spread is not None]
+        noises = [r.noise * 100 for r in members if r.noise is not None]
         summary[name] = {
             "configurations": len(members),
             "mape_pct": float(np.mean(errors)),
             "worst_pct": float(max(errors)),
             "worst_config": worst.label,
-            # how far repetitions of one configuration disagree: the floor under any model
-            "repeat_spread_pct": float(np.mean(spreads)) if spreads else None,
+            # how far one repetition is from the mean of the others: the floor under any model
+            "noise_floor_pct": float(np.mean(noises)) if noises else None,
         }
     return summary

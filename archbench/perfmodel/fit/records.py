@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archbench.archs import ARCHS
+from archbench.archs import ARCHS, COMPANION_ROLE
 from archbench.archs import arch as architecture
 from archbench.errors import UsageError
 from archbench.perfmodel.measure.calibration import is_finite_positive
@@ -58,20 +58,27 @@ def placement_from_record(record: dict[str, Any]) -> F.Placement:
         roles = roles if len(roles) == world else ["ps"] * num_ps + ["worker"] * (world - num_ps)
     if len(hosts) != world:
         hosts = [f"rank{i}" for i in range(world)]
+    # a baseline's companions load other nodes and neither train nor communicate
+    kept = [(h, r) for h, r in zip(hosts, roles, strict=True) if r != COMPANION_ROLE] or [
+        (hosts[0], roles[0])
+    ]
     return F.Placement(
-        hosts=tuple(hosts),
-        roles=tuple(F.PS if is_server_role(r) else F.WORKER for r in roles),
+        hosts=tuple(h for h, _ in kept),
+        roles=tuple(F.PS if is_server_role(r) else F.WORKER for _, r in kept),
     )
 
 
 def cpu_sharing_ranks(record: dict[str, Any], placement: F.Placement) -> int:
     """Processes competing for the chief worker's cores.
 
-    On an emulated cluster every namespace runs on the same machine, so all ranks share its
-    cores; on a real cluster (or one machine) only the ranks placed on the same host do.
+    On an emulated cluster without time dilation every namespace runs on the same machine's
+    cores, so all ranks share them; on a dilated one each node has cores of its own in virtual
+    time, and, as on a real cluster (or one machine), only the ranks placed on the same host
+    share them.
     """
-    if RunRecord(record).emulated:
-        return len(placement.hosts)
+    view = RunRecord(record)
+    if view.emulated and not view.cluster.get("dilation"):
+        return view.world_size or len(placement.hosts)
     workers = placement.worker_hosts
     chief_host = workers[0] if workers else placement.hosts[0]
     return sum(1 for h in placement.hosts if h == chief_host)
@@ -183,7 +190,9 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         variable_shapes=_shapes(view) if config.get("compression") == "powersgd" else None,
         p2p_schedule=str(config.get("p2p_schedule") or "staggered"),
         cpu_sharing_ranks=cpu_sharing_ranks(record, placement),
-        link_burst_bytes=emulated_burst_bytes(view.cluster.get("link")),
+        link_burst_bytes=emulated_burst_bytes(
+            view.cluster.get("link"), view.cluster.get("dilation")
+        ),
         sync_every=int(config.get("sync_every") or 1),
         sparse_exchange=str(config.get("sparse_exchange") or "dense"),
         touched_rows=touched_rows,

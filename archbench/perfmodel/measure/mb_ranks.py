@@ -7,7 +7,9 @@ list of results to --result-file.
     python -m archbench.perfmodel.measure.mb_ranks compute  --models mlp --batch-sizes 32,64 --result-file R
 
 Every timing is a median over iterations after warm-up; the iteration count adapts to the size
-so each size takes about --seconds-per-size.
+so each size takes about --seconds-per-size. On a time-dilated node each rank arms its thread
+caps before its first timed call (as a training rank does before its first timed step) and
+every timing is virtual: real / D (`archbench.cluster.dilation`); each row says its D.
 """
 
 from __future__ import annotations
@@ -40,8 +42,21 @@ def _write(path: str, rows: list[dict]) -> None:
     os.replace(tmp, path)
 
 
+def on_virtual_cores() -> float:
+    """Arms this process's thread caps (a no-op off a dilated node) and returns its dilation
+    factor D: every timing of the rank is divided by it."""
+    from archbench.cluster import threadcaps
+    from archbench.cluster.dilation import factor
+
+    threadcaps.arm()
+    return factor()
+
+
 def _timed(fn: Callable[[], None], comm, budget_s: float) -> tuple[list[float], int]:
-    """Times `fn` (which all ranks call together); the count is decided by rank 0."""
+    """Times `fn` (which all ranks call together) in virtual seconds; the count is decided by
+    rank 0 (the budget per size is real time)."""
+    from archbench.cluster.dilation import factor
+
     for _ in range(WARMUP):
         fn()
     start = time.perf_counter()
@@ -54,7 +69,8 @@ def _timed(fn: Callable[[], None], comm, budget_s: float) -> tuple[list[float], 
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return times, iterations
+    dilation = factor()
+    return [t / dilation for t in times], iterations
 
 
 # --------------------------------------------------------------------------- MPI
@@ -67,6 +83,7 @@ def bench_mpi(sizes: list[int], budget_s: float) -> list[dict]:
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
+    on_virtual_cores()
     rows: list[dict] = []
     for nbytes in sizes:
         buffer = np.zeros(max(nbytes, 1), dtype=np.uint8)
@@ -129,14 +146,28 @@ def _allreduce_row(bench: str, nbytes: int, ranks: int, iterations: int, seconds
 # --------------------------------------------------------------------------- Horovod
 
 
-def bench_horovod(sizes: list[int], budget_s: float) -> list[dict]:
-    """hvd.allreduce of one float32 tensor per size over all ranks (Horovod's own controller)."""
+def bench_horovod(sizes: list[int], budget_s: float, algorithm: str = "ring") -> list[dict]:
+    """hvd.allreduce of one float32 tensor per size over all ranks (Horovod's own controller),
+    set up as the ring trainer sets it up: the MPI allreduce algorithm of the study's runs
+    (`--allreduce-algorithm`), the default fusion threshold and cycle time (a virtual duration:
+    D times longer in real time)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from archbench.cluster.dilation import factor
+    from archbench.settings import SETTINGS
+    from archbench.trainers.ring import allreduce_algorithm_run, mpi_allreduce_environment
+
+    os.environ["HOROVOD_FUSION_THRESHOLD"] = str(
+        int(SETTINGS["fusion_threshold_mb"].default * 1024 * 1024)
+    )
+    os.environ["HOROVOD_CYCLE_TIME"] = str(SETTINGS["cycle_time_ms"].default * factor())
+    os.environ.update(mpi_allreduce_environment(algorithm))
     import horovod.tensorflow as hvd
     import tensorflow as tf
     from mpi4py import MPI
 
     hvd.init()
+    ran = allreduce_algorithm_run("mpi" if hvd.mpi_enabled() else "gloo")
+    on_virtual_cores()
     comm = MPI.COMM_WORLD
     rows: list[dict] = []
     for nbytes in sizes:
@@ -149,9 +180,8 @@ def bench_horovod(sizes: list[int], budget_s: float) -> list[dict]:
         times, iterations = _timed(allreduce, comm, budget_s)
         slowest = comm.reduce(statistics.median(times), op=MPI.MAX, root=0)
         if hvd.rank() == 0:
-            rows.append(
-                _allreduce_row("allreduce_horovod", count * 4, hvd.size(), iterations, slowest)
-            )
+            row = _allreduce_row("allreduce_horovod", count * 4, hvd.size(), iterations, slowest)
+            rows.append({**row, "algorithm": ran, "setting": algorithm})
     hvd.shutdown()
     return rows
 
@@ -175,17 +205,29 @@ def _idle_until_released(comm) -> None:
         time.sleep(0.05)
 
 
-def bench_ps(sizes: list[int], hosts: list[str], budget_s: float) -> list[dict]:
-    """Push (assign) and pull (read) of one variable held by a TensorFlow gRPC server.
+# Tensors per request-ladder step: each variable of a pushed or pulled set is its own RecvTensor
+# call, so the slope of time over the count is the cost of one request.
+REQUEST_COUNTS = (1, 8, 32, 96)
+REQUEST_FLOATS = 4
 
-    Rank 1 runs the server (job ps); rank 0 is a worker of the same cluster whose graph feeds a
-    tensor on /job:worker and assigns it to a variable on /job:ps (the worker-to-PS RecvTensor
-    path that training uses), then reads it back into a reduction on /job:worker.
+
+def bench_ps(sizes: list[int], hosts: list[str], budget_s: float) -> list[dict]:
+    """A TensorFlow gRPC parameter server as the PS trainer uses it, timed from a worker.
+
+    Rank 1 runs the server (job ps); rank 0 is a worker of the same cluster. For each size:
+    push (a tensor fed on /job:worker assigned to a variable on /job:ps: the worker-to-PS
+    RecvTensor path of training), pull (the variable read back into a reduction on the worker),
+    and the server's update of a shard of that size from a gradient already on the server (one
+    ConditionalAccumulator apply, take and Keras momentum step: the synchronous trainer's ops;
+    `ps_accumulate` is the apply alone). Then, per count n of REQUEST_COUNTS, one push and one
+    pull of n tiny variables: 2n tensor requests (`ps_requests`).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
     import tensorflow as tf
     from mpi4py import MPI
+
+    from archbench.ps.graph import _accumulator, _apply_momentum
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -195,6 +237,7 @@ def bench_ps(sizes: list[int], hosts: list[str], budget_s: float) -> list[dict]:
     )
     if rank == 1:
         server = tf.distribute.Server(cluster, job_name="ps", task_index=0, start=True)
+        on_virtual_cores()  # the server's threads answer on virtual cores, as in training
         comm.send("up", dest=0, tag=98)
         _idle_until_released(comm)
         del server
@@ -206,49 +249,87 @@ def bench_ps(sizes: list[int], hosts: list[str], budget_s: float) -> list[dict]:
     server = tf.distribute.Server(cluster, job_name="worker", task_index=0, start=True)
     rows: list[dict] = []
     graph = tf.Graph()
+    ps_device, worker_device = "/job:ps/task:0", "/job:worker/task:0"
     with graph.as_default():
         ops = []
-        for nbytes in sizes:
+        for index, nbytes in enumerate(sizes):
             count = max(nbytes // 4, 1)
-            with tf.device("/job:ps/task:0"):
+            with tf.device(ps_device):
                 variable = tf.compat.v1.get_variable(
                     f"v{count}", [count], tf.float32, tf.compat.v1.zeros_initializer()
                 )
-            with tf.device("/job:worker/task:0"):
+                slot = tf.compat.v1.get_variable(
+                    f"m{count}", [count], tf.float32, tf.compat.v1.zeros_initializer()
+                )
+                gradient = tf.compat.v1.get_variable(
+                    f"g{count}", [count], tf.float32, tf.compat.v1.ones_initializer()
+                )
+                accumulator = _accumulator(tf, tf.float32, [count], index, 0, sparse=False)
+                step = tf.compat.v1.placeholder(tf.int64, [])
+                accumulate = accumulator.apply_grad(gradient.read_value(), local_step=step)
+                with tf.control_dependencies([accumulate]):
+                    average = accumulator.take_grad(1)
+                update = _apply_momentum(tf, variable, slot, average, 0.01, 0.9)
+            with tf.device(worker_device):
                 feed = tf.compat.v1.placeholder(tf.float32, [count])
                 local = tf.identity(feed)
-            with tf.device("/job:ps/task:0"):
+            with tf.device(ps_device):
                 push = tf.compat.v1.assign(variable, local).op
-            with tf.device("/job:worker/task:0"):
+            with tf.device(worker_device):
                 pull = tf.reduce_sum(tf.identity(variable))
-            ops.append((count, feed, push, pull))
+            ops.append((count, feed, push, pull, step, accumulate, update))
+        request_ops = []
+        for n in REQUEST_COUNTS:
+            with tf.device(ps_device):
+                tiny = [
+                    tf.compat.v1.get_variable(
+                        f"r{n}_{i}", [REQUEST_FLOATS], tf.float32, tf.compat.v1.zeros_initializer()
+                    )
+                    for i in range(n)
+                ]
+            with tf.device(worker_device):
+                feeds = [tf.compat.v1.placeholder(tf.float32, [REQUEST_FLOATS]) for _ in tiny]
+                sent = [tf.identity(f) for f in feeds]
+            with tf.device(ps_device):
+                pushed = tf.group(*[tf.compat.v1.assign(v, x).op for v, x in zip(tiny, sent)])
+            with tf.device(worker_device), tf.control_dependencies([pushed]):
+                pulled = tf.add_n([tf.reduce_sum(tf.identity(v)) for v in tiny])
+            request_ops.append((n, feeds, pulled))
         init = tf.compat.v1.global_variables_initializer()
     session = tf.compat.v1.Session(server.target, graph=graph)
     session.run(init)
+    on_virtual_cores()
 
     class _Solo:  # _timed's bcast for a one-rank measurement
         @staticmethod
         def bcast(value, root=0):
             return value
 
-    for count, feed, push, pull in ops:
+    def row(bench: str, size: int, times: list[float], iterations: int, **more) -> dict:
+        seconds = statistics.median(times)
+        return {
+            "bench": bench, "size_bytes": size, "ranks": 2, "iterations": iterations,
+            "time_s": seconds, "bandwidth_Bps": size / seconds, **more,
+        }  # fmt: skip
+
+    for count, feed, push, pull, step, accumulate, update in ops:
         data = np.ones(count, dtype=np.float32)
+        local_step = iter(range(1, 1 << 62))
         for bench, fn in (
             ("ps_push", lambda f=feed, p=push, d=data: session.run(p, {f: d})),
             ("ps_pull", lambda q=pull: session.run(q)),
+            ("ps_accumulate", lambda a=accumulate, s=step: session.run(a, {s: 0})),
+            (
+                "ps_update",
+                lambda u=update, s=step, n=local_step: session.run(u, {s: next(n)}),
+            ),
         ):
             times, iterations = _timed(fn, _Solo, budget_s)
-            seconds = statistics.median(times)
-            rows.append(
-                {
-                    "bench": bench,
-                    "size_bytes": count * 4,
-                    "ranks": 2,
-                    "iterations": iterations,
-                    "time_s": seconds,
-                    "bandwidth_Bps": count * 4 / seconds,
-                }
-            )
+            rows.append(row(bench, count * 4, times, iterations))
+    for n, feeds, pulled in request_ops:
+        values = {f: np.ones(REQUEST_FLOATS, dtype=np.float32) for f in feeds}
+        times, iterations = _timed(lambda q=pulled, v=values: session.run(q, v), _Solo, budget_s)
+        rows.append(row("ps_requests", n * REQUEST_FLOATS * 4, times, iterations, requests=2 * n))
     session.close()
     comm.send("done", dest=1, tag=99)
     return rows
@@ -300,6 +381,7 @@ def bench_compute(
                 data = load_dataset(config)
             trainer = SingleTrainer(config, place, data)
             trainer.setup()
+            dilation = on_virtual_cores()
             if comm is not None:
                 comm.Barrier()  # every sharing process measures at the same time
             plan = BatchPlan(data.train_size, batch, 1, seed)
@@ -326,9 +408,9 @@ def bench_compute(
                     "steps": len(compute),
                     "threads": threads,
                     "sharing": place.size,
-                    "compute_s_median": statistics.median(compute),
-                    "apply_s_median": statistics.median(apply),
-                    "step_s_median": statistics.median(fused),
+                    "compute_s_median": statistics.median(compute) / dilation,
+                    "apply_s_median": statistics.median(apply) / dilation,
+                    "step_s_median": statistics.median(fused) / dilation,
                 }
             )
     return rows
@@ -352,28 +434,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--seconds-per-size", type=float, default=0.3)
+    parser.add_argument("--allreduce-algorithm", default="ring")
     parser.add_argument("--result-file", required=True)
     args = parser.parse_args(argv)
     if args.bench == "compute":
         rows = bench_compute(
             args.models.split(","), args.batch_sizes, args.dataset, args.steps, 1, args.threads
         )
+        from archbench.cluster.dilation import factor
         from archbench.launch import detect_place
 
         if detect_place().rank == 0:
-            _write(args.result_file, rows)
+            _write(args.result_file, [{**row, "dilation": factor()} for row in rows])
         return 0
-    from mpi4py import MPI
-
-    rank = MPI.COMM_WORLD.Get_rank()
+    # mpi4py initialises MPI on import: the Horovod bench sets the allreduce algorithm first
     if args.bench == "mpi":
         rows = bench_mpi(args.sizes, args.seconds_per_size)
     elif args.bench == "horovod":
-        rows = bench_horovod(args.sizes, args.seconds_per_size)
+        rows = bench_horovod(args.sizes, args.seconds_per_size, args.allreduce_algorithm)
     else:
         rows = bench_ps(args.sizes, args.hosts.split(","), args.seconds_per_size)
-    if rank == 0:
-        _write(args.result_file, rows)
+    from mpi4py import MPI
+
+    from archbench.cluster.dilation import factor
+
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        _write(args.result_file, [{**row, "dilation": factor()} for row in rows])
     sys.stdout.flush()
     MPI.COMM_WORLD.Barrier() if args.bench != "ps" else None
     return 0

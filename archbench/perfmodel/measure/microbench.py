@@ -34,16 +34,26 @@ from archbench.hosts import (
     read_hostfile,
     total_slots,
 )
-from archbench.perfmodel.measure.calibration import calibration_from_records
-from archbench.perfmodel.model.units import positive_ints
+from archbench.output_folder import folder_problem
+from archbench.perfmodel.measure.calibration import (
+    calibration_from_records,
+    fingerprint_of_hosts,
+)
+from archbench.perfmodel.model.units import MAX_LIST_ENTRIES, positive_ints
 from archbench.process_group import run_in_group
+from archbench.settings import SETTINGS
 from archbench.sweep.commands import mpirun_argv
 
 SCHEMA = "archbench.microbench/1"
 BENCHES = ("pt2pt", "allreduce", "horovod", "ps", "compute")
 DEFAULT_SIZES = "8,64,512,4K,32K,256K,1M,4M"
 DEFAULT_OUT = "runs/microbench/results.jsonl"
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)i?b?\s*$", re.I)
+MODELS = "mlp,wide_mlp"
+# Limits of the ladders a user gives: each message is allocated on every rank, each sharing
+# level starts that many processes on one host.
+MAX_MESSAGE_BYTES = 1 << 30
+MAX_COMPUTE_SHARING = 256
+_SIZE = re.compile(r"\s*(\d+)\s*([kmg]?)i?b?\s*", re.I)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,6 +66,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     hosts = parser.add_mutually_exclusive_group()
     hosts.add_argument("--hostfile", default=None, help="Open MPI hostfile (host slots=N)")
     hosts.add_argument("-H", "--hosts", default=None, help="host list, e.g. node1,node2 or node1:2")
+    hosts.add_argument(
+        "--study",
+        default=None,
+        metavar="SPEC",
+        help="calibrate a study's cluster (runs/<study>.yaml): brought up as its sweep does, "
+        "with its models and batch sizes; written to runs/<study>/calibration.jsonl, reused "
+        "while it holds a calibration of the same kind of cluster",
+    )
+    add("--force", action="store_true", help="--study: measure again even when reusable")
     add(
         "--sizes",
         default=DEFAULT_SIZES,
@@ -66,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=",".join(BENCHES),
         help=f"which measurements, comma separated (default all: {','.join(BENCHES)})",
     )
-    add("--models", default="mlp,wide_mlp", help="models for the compute measurement")
+    add("--models", default=MODELS, help="models for the compute measurement")
     add("--batch-sizes", default="32,64,128", help="per-worker batch sizes for compute")
     add("--dataset", default="fashion_mnist")
     add("--compute-steps", type=int, default=20, help="timed steps per model and batch size")
@@ -89,6 +108,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=0.3,
         help="time spent per message size (sets the iteration count)",
     )
+    add(
+        "--allreduce-algorithms",
+        default="ring",
+        help="MPI allreduce algorithms Horovod is timed with, comma separated: those the study's "
+        "ring runs use (--allreduce-algorithm; default ring)",
+    )
     add("--timeout", type=float, default=600.0, help="seconds each measuring job may take")
     add("--out", default=DEFAULT_OUT, help=f"results file (default {DEFAULT_OUT})")
     parser.set_defaults(func=run)
@@ -103,17 +128,30 @@ def parse_sizes(text: str) -> list[int]:
     for part in text.split(","):
         if not part.strip():
             continue
-        match = _SIZE.match(part)
+        match = _SIZE.fullmatch(part)
         if not match:
             raise UsageError(f"cannot read message size {part.strip()!r} (examples: 8, 64K, 4M)")
         scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[match.group(2).lower()]
         value = int(match.group(1)) * scale
-        if value < 1:
-            raise UsageError(f"message sizes must be at least 1 byte, got {part.strip()!r}")
+        if not 1 <= value <= MAX_MESSAGE_BYTES:
+            raise UsageError(f"message sizes must be 1 byte to 1G (1 GiB), got {part.strip()!r}")
         sizes.append(value)
     if not sizes:
         raise UsageError("--sizes names no size")
+    if len(set(sizes)) > MAX_LIST_ENTRIES:
+        raise UsageError(f"--sizes lists {len(set(sizes))} sizes; at most {MAX_LIST_ENTRIES}")
     return sorted(set(sizes))
+
+
+def allreduce_algorithms(text: str) -> list[str]:
+    from archbench.settings import SETTINGS
+
+    choices = SETTINGS["allreduce_algorithm"].choices
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in choices]
+    if unknown or not names:
+        raise UsageError(f"--allreduce-algorithms {text!r}: choose from {', '.join(choices)}")
+    return names
 
 
 def resolve_hosts(args: argparse.Namespace) -> list[HostSlots]:
@@ -192,12 +230,14 @@ def plan_jobs(
         if inter:
             jobs.append(("mpi", "inter", inter, ["mpi", *common]))
     if "horovod" in benches:
-        if inter:
-            # every ring size the hosts allow: on shared cores the per-byte cost grows with it
-            for ranks in range(2, len(inter) + 1):
-                jobs.append(("horovod", "inter", inter[:ranks], ["horovod", *common]))
-        else:
-            jobs.append(("horovod", "intra", intra, ["horovod", *common]))
+        for algorithm in allreduce_algorithms(args.allreduce_algorithms):
+            program = ["horovod", *common, "--allreduce-algorithm", algorithm]
+            if inter:
+                # every ring size the hosts allow: the fixed cost of a call grows with it
+                for ranks in range(2, len(inter) + 1):
+                    jobs.append(("horovod", "inter", inter[:ranks], program))
+            else:
+                jobs.append(("horovod", "intra", intra, program))
     if "ps" in benches:
         jobs.append(("ps", "intra", intra, ["ps", *common, "--hosts", f"{first},{first}"]))
         if inter:
@@ -206,7 +246,9 @@ def plan_jobs(
                 ("ps", "inter", pair, ["ps", *common, "--hosts", f"{pair[0][0]},{pair[1][0]}"])
             )
     if "compute" in benches:
-        for sharing in positive_ints(args.compute_sharing, "--compute-sharing"):
+        for sharing in positive_ints(
+            args.compute_sharing, "--compute-sharing", MAX_COMPUTE_SHARING
+        ):
             scope = "single" if sharing == 1 else f"shared x{sharing}"
             program = ["compute", "--models", args.models, "--batch-sizes", args.batch_sizes,
                        "--dataset", args.dataset, "--steps", str(args.compute_steps),
@@ -246,6 +288,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                     f"{_human_bytes(r['size_bytes']):>8} {r['time_s'] * 1e6:12.1f} "
                     f"{r['algbw_Bps'] / 1e6:11.1f} {r['busbw_Bps'] / 1e6:11.1f} {r['ranks']:6d}"
                 )
+        elif bench == "ps_requests":
+            print(f"{'requests':>8} {'time us':>12}")
+            for r in members:
+                print(f"{r['requests']:8d} {r['time_s'] * 1e6:12.1f}")
         elif bench.startswith("ps_"):
             print(f"{'size':>8} {'time us':>12} {'MB/s':>10}")
             for r in members:
@@ -287,9 +333,71 @@ def shaped_link(hosts: list[str]) -> tuple[str | None, float | None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.study:
+        return run_for_study(args)
+    return measure(args, resolve_hosts(args))
+
+
+def run_for_study(args: argparse.Namespace) -> int:
+    """The calibration a study needs, on the study's own cluster: brought up as its sweep
+    would bring it up (its nodes, link rate and dilation) and down again if this brought it up;
+    the models, batch sizes, threads and allreduce algorithm of its runs. Written beside its
+    records (runs/<study>/calibration.jsonl), and not measured again while that file holds a
+    calibration of the same kind of cluster (--force: measure anyway)."""
+    from archbench.perfmodel.measure.calibration import load_calibration
+    from archbench.sweep.emulated import EmulatedCluster
+    from archbench.sweep.hosts import resolve_target
+    from archbench.sweep.plan import build_plan
+    from archbench.sweep.spec import load_spec
+
+    spec = load_spec(args.study)
+    target = resolve_target(spec)
+    runs = build_plan(spec, target).runs
+    if args.out == DEFAULT_OUT:
+        args.out = str(spec.results_dir / "calibration.jsonl")
+    ring_runs = [r.config for r in runs if r.arch == "ring"]
+    args.allreduce_algorithms = ",".join(
+        sorted({str(c.get("allreduce_algorithm") or "ring") for c in ring_runs}) or ["ring"]
+    )
+    models = sorted({str(r.config["model"]) for r in runs if r.config.get("model")})
+    if models and args.models == MODELS:
+        args.models = ",".join(models)
+        args.dataset = str(runs[0].config.get("dataset") or args.dataset)
+        batches = sorted({int(r.config["batch_size"]) for r in runs if r.config.get("batch_size")})
+        args.batch_sizes = ",".join(map(str, batches)) or args.batch_sizes
+        args.threads = int(runs[0].config.get("threads") or args.threads)
+    cluster = None
+    if target.kind == "emulated":
+        cluster = EmulatedCluster(
+            target, spec.cluster.name, spec.cluster.prefix,
+            log=lambda line: print(f"[microbench] {line}", file=sys.stderr, flush=True),
+            dilation=spec.cluster.dilation, vcpus_per_node=spec.cluster.vcpus_per_node,
+            vcpus_per_process=spec.cluster.vcpus_per_process, idle_nap_us=spec.cluster.idle_nap_us,
+        )  # fmt: skip
+        cluster.check_ready({target.bandwidth} if target.bandwidth else set())
+    try:
+        if cluster is not None:
+            cluster.ensure(target.bandwidth)
+        hosts = [HostSlots(name, 1) for name, _ in target.hosts]
+        here = fingerprint_of_hosts([name for name, _ in hosts])
+        out = Path(args.out)
+        if out.is_file() and not args.force:
+            known = load_calibration(out, here)
+            if known.measured:
+                print(
+                    f"{out} already holds a calibration of this kind of cluster "
+                    f"({', '.join(known.measured)} measured); reusing it (--force to measure again)"
+                )
+                return 0
+        return measure(args, hosts)
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def measure(args: argparse.Namespace, hosts: list[HostSlots]) -> int:
     from archbench.record import append_record, environment, new_run_id, now_iso
 
-    hosts = resolve_hosts(args)
     sizes = parse_sizes(args.sizes)
     benches = {b.strip() for b in args.benches.split(",") if b.strip()}
     unknown = benches - set(BENCHES)
@@ -297,8 +405,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"unknown bench {', '.join(sorted(unknown)) or '(none)'} (choose from {', '.join(BENCHES)})"
         )
-    positive_ints(args.batch_sizes, "--batch-sizes")
-    positive_ints(args.compute_sharing, "--compute-sharing")
+    positive_ints(args.batch_sizes, "--batch-sizes", SETTINGS["batch_size"].maximum)
+    positive_ints(args.compute_sharing, "--compute-sharing", MAX_COMPUTE_SHARING)
     if args.threads < 0:
         raise UsageError(f"--threads must be >= 0, got {args.threads}")
     if args.compute_steps < 1 or args.seconds_per_size <= 0 or args.timeout <= 0:
@@ -311,7 +419,12 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and out.is_dir():
         raise UsageError(f"--out {out} is a folder; give a .jsonl file")
+    problem = folder_problem(out.parent)
+    if problem:
+        raise UsageError(f"--out {out} cannot be written: {problem}")
     link, link_bits = shaped_link([name for name, _ in hosts])
+    allreduce_algorithms(args.allreduce_algorithms)
+    fingerprint = fingerprint_of_hosts([name for name, _ in hosts])
     python = sys.executable
     run_id = new_run_id()
     started = now_iso()
@@ -334,7 +447,9 @@ def run(args: argparse.Namespace) -> int:
                 if row["bench"] == "allreduce_mpi" and "allreduce" not in benches:
                     continue
                 hosts_of_ranks = rank_hosts(blocks)[: row.get("ranks", 1)]
-                row.update(scope=scope, hosts=hosts_of_ranks, launcher="mpirun")
+                row.update(
+                    scope=scope, hosts=hosts_of_ranks, launcher="mpirun", fingerprint=fingerprint
+                )
                 if scope == "inter" and link_bits:
                     row["link"], row["link_bits"] = link, link_bits
                 rows.append(row)
@@ -344,18 +459,23 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
     # alpha and beta fitted to each ping-pong ladder, kept as records of their own
-    calib = calibration_from_records(({"kind": "microbench", **r} for r in rows), source="this run")
-    for scope, link in (("intra", calib.intra), ("inter", calib.inter)):
-        if link is not None and any(r["bench"] == "pt2pt" and r["scope"] == scope for r in rows):
+    calib = calibration_from_records(
+        ({"kind": "microbench", **r} for r in rows),
+        "this run",
+        allreduce_algorithms(args.allreduce_algorithms)[0],
+    )
+    for scope, path in (("intra", calib.intra), ("inter", calib.inter)):
+        if path is not None and any(r["bench"] == "pt2pt" and r["scope"] == scope for r in rows):
             rows.append(
                 {
                     "bench": "alpha_beta",
                     "scope": scope,
-                    "alpha_s": link.alpha_s,
-                    "beta_s_per_byte": link.beta_s_per_byte,
+                    "alpha_s": path.alpha_s,
+                    "beta_s_per_byte": path.beta_s_per_byte,
                     "hosts": next(
                         r["hosts"] for r in rows if r["bench"] == "pt2pt" and r["scope"] == scope
                     ),
+                    "fingerprint": fingerprint,
                 }
             )
     env = environment()
@@ -379,6 +499,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"\nbetween hosts the ping-pong reached 1/{calib.link_efficiency:.2f} of the {link} links"
         )
+    for line in calib.describe_server_costs():
+        print(f"\n{line}")
     if calib.cpu_contention:
         print(
             f"\ncompute slows down by {calib.cpu_contention:.2f}x per extra process on the same cores"

@@ -72,11 +72,14 @@ def _positive_float(name: str, maximum: float) -> Setting:
     )  # fmt: skip
 
 
+# A host per rank at most: every worker and every server on a host of its own.
+MAX_HOSTS = SETTINGS["workers"].maximum + SETTINGS["num_ps"].maximum
+
 # predict's own numeric inputs, ranged the way the registry ranges the shared ones
 PREDICT_INPUTS: dict[str, Setting] = {
     row.name: row
     for row in (
-        Setting("hosts", "int", None, ALL, scope="predict", minimum=1, maximum=1_000_000),
+        Setting("hosts", "int", None, ALL, scope="predict", minimum=1, maximum=MAX_HOSTS),
         Setting("compute_ms", "float", None, ALL, scope="predict", minimum=0, maximum=1e9),
         _positive_float("touched_rows", 1e12),
         _positive_float("param_bytes", 1e15),
@@ -114,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add(
         "--placement",
         default="dedicated",
-        choices=sorted(SERVER_PLACEMENTS),
+        choices=sorted(SERVER_PLACEMENTS - {"one-host"}),  # the model prices links between hosts
         help="PS on hosts of their own, or beside workers (default dedicated)",
     )
     add(
@@ -307,16 +310,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"  throughput       {prediction.samples_per_s:10.1f} samples/s")
     terms = prediction.terms
     if "busiest_ps_bytes" in terms:
+        origin = "measured" if "ps_request_s" in calib.measured else "calibration default"
         print(
             f"  busiest server   ps{int(terms['busiest_ps'])}: "
             f"{terms['busiest_ps_bytes'] / 1e6:.3f} MB in {int(terms['busiest_ps_variables'])} "
             f"variables (mean {terms['mean_ps_bytes'] / 1e6:.3f} MB per server, "
-            f"{args.ps_sharding}); {int(terms['busiest_ps_requests'])} tensor requests per step"
-            + (
-                f" at {terms['per_request_s'] * 1e3:.3f} ms each"
-                if terms["per_request_s"] > 0
-                else " (not priced: the per-request time is fitted on a PS study, --fit)"
-            )
+            f"{args.ps_sharding}); {int(terms['busiest_ps_requests'])} tensor requests per step "
+            f"at {terms['per_request_s'] * 1e6:.1f} us each ({origin}) = "
+            f"{terms['requests_s'] * 1e3:.3f} ms; absorbing {config.num_workers} gradients and "
+            f"updating its shard {terms['server_update_s'] * 1e3:.3f} ms"
         )
     name, share = prediction.dominant
     print(

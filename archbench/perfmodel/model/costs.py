@@ -4,7 +4,7 @@ given the compute time and the architecture's fitted parameters. The architectur
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from archbench.perfmodel.measure.calibration import Calibration
 from archbench.perfmodel.model import formulas as F
@@ -38,17 +38,29 @@ def _overlapped(parts: dict[str, float], compute: float, arch: ArchParams, terms
     return StepCost(comm, exposed, compute + exposed, terms or {}, exposed_parts)
 
 
+def update_share(config: StepConfig) -> float:
+    """The share of the optimizer's update (a `single` step less its compute) a worker of this
+    configuration runs itself: all of it for single and ring (and in local steps), its own
+    shard for p2p (an owner updates 1/W, then receives the rest), none for ps (the servers
+    update: SERVER_UPDATE)."""
+    from archbench.perfmodel.model.predictor import local_steps
+
+    if config.arch == "p2p" and not local_steps(config):
+        return 1.0 / max(config.num_workers, 1)
+    if config.arch == "ps" and not local_steps(config):
+        return 0.0
+    return 1.0
+
+
 def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: float) -> StepCost:
     workers = config.placement.worker_hosts
     if len(workers) <= 1:
         return single_cost(config, arch, calib, compute)
+    across = len(set(workers)) > 1
     # what microbench measured for an allreduce this size stretches the ring's link term
-    stretch = calib.ring_link_factor_for(config.cpu_sharing_ranks) if len(set(workers)) > 1 else 1.0
+    stretch = calib.ring_link_factor_for(config.cpu_sharing_ranks) if across else 1.0
     if stretch != 1.0:
-        arch = ArchParams(
-            alpha_s=arch.alpha_s, efficiency=arch.efficiency * stretch,
-            gamma_s_per_byte=arch.gamma_s_per_byte, overlap=arch.overlap,
-        )  # fmt: skip
+        arch = replace(arch, efficiency=arch.efficiency * stretch)
     network = network_for(config, arch, calib)
     wire = ring_wire_bytes(config)
     threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
@@ -56,6 +68,11 @@ def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute:
     if config.compression == "powersgd":
         buffers = max(buffers, 2)  # P, then Q: two rounds of allreduce
     parts = F.ring_allreduce_placed_parts(wire, workers, network, arch.gamma_s_per_byte, buffers)
+    # where microbench timed Horovod's allreduce over this many hosts, a call's fixed cost is
+    # that measurement (negotiation, the cycle, the 2(W-1) messages), plus any fitted extra
+    call = calib.ring_call_for(len(workers)) if across else None
+    if call is not None:
+        parts[F.LATENCY] = buffers * (call + 2 * (len(workers) - 1) * arch.alpha_s)
     return _overlapped(
         parts, compute, arch, {"ring_link_factor": stretch, "fusion_buffers": buffers}
     )
@@ -87,11 +104,14 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
     placed = _placed_rows(config, shards) if pulled is not None else None
     if placed is not None:
         push, pull = placed
+    # the server's costs as calibrated (microbench, or the defaults measured on the emulated
+    # cluster), plus what a fit added
+    per_request = calib.ps_request_s + arch.alpha_s
     ps = F.ps_placed(
-        shards, config.placement, network, arch.gamma_s_per_byte, arch.alpha_s, counts, push,
-        pull,
+        shards, config.placement, network, calib.ps_accumulate_s_per_byte + arch.gamma_s_per_byte,
+        per_request, counts, push, pull, calib.ps_apply_s_per_byte,
     )  # fmt: skip
-    busiest = max(range(len(shards)), key=lambda k: (shards[k], k))
+    busiest = ps.busiest_server
     workers = config.num_workers
     terms = {
         "busiest_ps": busiest,
@@ -102,7 +122,9 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
         "busiest_ps_requests": 2 * workers * counts[busiest],
         "mean_ps_bytes": sum(shards) / len(shards),
         "worker_requests": 2 * sum(counts),
-        "per_request_s": arch.alpha_s,
+        "per_request_s": per_request,
+        "server_update_s": ps.parts[F.SERVER_UPDATE],
+        "requests_s": ps.parts[F.REQUESTS],
         "ps_bottleneck_s": ps.bottleneck_s,
     }
     if config.sync:

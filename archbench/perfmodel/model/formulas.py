@@ -50,6 +50,9 @@ SERVER_LINK = "server link"
 IMBALANCE = "busiest shard"
 REQUESTS = "per-request cost"
 HOST = "host per-byte work"
+SERVER_UPDATE = "server update"
+UPDATE = "worker update"  # the optimizer's step on the worker (ring: all, p2p: its shard)
+OVERHEAD = "per-step overhead"  # fitted: what the architecture's step costs beyond the terms
 
 
 @dataclass(frozen=True)
@@ -221,13 +224,19 @@ class Placement:
         return dict(counts)
 
 
-def phase_s(flows: Sequence[tuple[str, str, float]], network: Network, repeats: int = 1) -> float:
+def phase_s(
+    flows: Sequence[tuple[str, str, float]],
+    network: Network,
+    repeats: int = 1,
+    burst: bool = True,
+) -> float:
     """Time of one communication phase in which all `flows` (src host, dst host, bytes) run
     at once: every host link is full duplex, so the phase lasts as long as the busiest
     direction of the busiest link; flows within a host go over loopback concurrently.
 
     `repeats` back-to-back copies of the phase share one token-bucket burst: a shaped link
-    direction idle since the last step lets `network.burst_bytes` through unthrottled.
+    direction idle since the last step lets `network.burst_bytes` through unthrottled. A phase
+    right behind another on the same link directions finds the bucket drained (`burst` False).
     """
     egress: dict[str, float] = defaultdict(float)
     ingress: dict[str, float] = defaultdict(float)
@@ -239,7 +248,8 @@ def phase_s(flows: Sequence[tuple[str, str, float]], network: Network, repeats: 
             egress[src] += nbytes
             ingress[dst] += nbytes
     busiest = max([*egress.values(), *ingress.values(), 0.0]) * repeats
-    inter = max(busiest - network.burst_bytes, 0.0) * network.inter.beta_s_per_byte
+    inter = max(busiest - (network.burst_bytes if burst else 0.0), 0.0)
+    inter *= network.inter.beta_s_per_byte
     intra = max([*loopback.values(), 0.0]) * repeats * network.intra.beta_s_per_byte
     return max(inter, intra)
 
@@ -329,7 +339,10 @@ def p2p_exchange_placed_parts(
 
     gradient_each = message_bytes / w if gradient_bytes is None else gradient_bytes / (w - 1)
     returned_each = message_bytes / w if return_bytes is None else return_bytes
-    both_phases = phase_s(flows(gradient_each), network) + phase_s(flows(returned_each), network)
+    # the return phase follows the gradient phase on the same link directions: one burst
+    both_phases = phase_s(flows(gradient_each), network) + phase_s(
+        flows(returned_each), network, burst=False
+    )
     alpha = network.inter.alpha_s if _crosses_hosts(worker_hosts) else network.intra.alpha_s
     return {
         LATENCY: 2 * (w - 1) * alpha,
@@ -347,8 +360,9 @@ class PsComm:
     bottleneck_s: float  # busiest link (or server) carrying one step of every worker
     # sync_comm_s split into its terms (they add up to it): LATENCY, SERVER_LINK (the links'
     # time had every server held an even share), IMBALANCE (what the plan's busiest server
-    # adds to that), HOST (applying gradients) and REQUESTS
+    # adds to that), SERVER_UPDATE (absorbing the gradients, updating the shard) and REQUESTS
     parts: dict[str, float] = field(default_factory=dict)
+    busiest_server: int = 0  # the server whose own work (updates, requests) is the largest
 
 
 def _per_worker(
@@ -375,11 +389,14 @@ def ps_placed(
     variables_per_ps: Sequence[int] | None = None,
     push_bytes_per_ps: Sequence[float] | None = None,
     pull_bytes_per_ps: Sequence[float] | None = None,
+    update_s_per_byte: float = 0.0,
 ) -> PsComm:
     """Push phase: worker w sends shard k to PS k; pull phase: PS k sends shard k back.
 
     PS tasks are matched to the PS ranks in rank order; the plan gives the bytes on each.
-    gamma charges the server for applying each worker's gradient (W * S_k bytes on PS k).
+    gamma charges the server for absorbing each worker's gradient (W * S_k bytes on PS k) and
+    `update_s_per_byte` for updating its shard once (S_k bytes): the busiest server's work is
+    S_k * (W * gamma + update) (SERVER_UPDATE).
     per_request_s is the time per tensor request (TensorFlow moves each variable, or each
     shard of one, in its own RecvTensor call): PS k serves 2 * W * n_k of them per step and
     each worker issues 2 * sum_k n_k, one after another in the worst case, so the larger of
@@ -415,9 +432,16 @@ def ps_placed(
         else network.intra.alpha_s
     )
     workers = len(worker_hosts)
-    apply_s = max(message_bytes_per_ps) * workers * gamma_s_per_byte
-    # the busiest server answers W * n_k requests each way; a worker issues sum_k n_k of them
-    serve_s = 2 * max(workers * max(counts), sum(counts)) * per_request_s
+    # the busiest server by its own work: absorbing W gradients and updating its shard, and
+    # answering W * n_k requests each way
+    work = [
+        size * (workers * gamma_s_per_byte + update_s_per_byte) + 2 * workers * n * per_request_s
+        for size, n in zip(message_bytes_per_ps, counts, strict=True)
+    ]
+    busiest = max(range(len(work)), key=lambda k: (work[k], message_bytes_per_ps[k], -k))
+    apply_s = message_bytes_per_ps[busiest] * (workers * gamma_s_per_byte + update_s_per_byte)
+    # ... unless a worker's own requests, sum_k n_k each way, take longer
+    serve_s = 2 * max(workers * counts[busiest], sum(counts)) * per_request_s
     links_s = phase_s(push, network) + phase_s(pull, network)
     sync_comm = 2 * remote_alpha + links_s + apply_s + serve_s
     even = [sum(message_bytes_per_ps) / len(ps_hosts)] * len(ps_hosts)
@@ -430,7 +454,7 @@ def ps_placed(
         LATENCY: 2 * remote_alpha,
         SERVER_LINK: even_links_s,
         IMBALANCE: links_s - even_links_s,
-        HOST: apply_s,
+        SERVER_UPDATE: apply_s,
         REQUESTS: serve_s,
     }
     # One worker alone: the slowest worker's own traffic with nobody else on the links.
@@ -439,7 +463,7 @@ def ps_placed(
         mine = [(w, p, s) for p, s in zip(ps_hosts, pushed[i], strict=True)]
         back = [(p, w, s) for p, s in zip(ps_hosts, pulled[i], strict=True)]
         own = max(own, phase_s(mine, network) + phase_s(back, network))
-    own += 2 * remote_alpha + max(message_bytes_per_ps) * gamma_s_per_byte
+    own += 2 * remote_alpha + max(message_bytes_per_ps) * (gamma_s_per_byte + update_s_per_byte)
     own += 2 * sum(counts) * per_request_s
     # Demand of one step of every worker on the busiest resource, latency aside. Without a
     # barrier one worker's push overlaps another's pull, and links are full duplex, so the
@@ -447,4 +471,7 @@ def ps_placed(
     # The server answers different workers' requests on concurrent threads, so only applying
     # the gradients (gamma) occupies it; per-request overhead stays on each worker's own cycle.
     bottleneck = max(phase_s(push + pull, network), apply_s)
-    return PsComm(sync_comm_s=sync_comm, own_comm_s=own, bottleneck_s=bottleneck, parts=parts)
+    return PsComm(
+        sync_comm_s=sync_comm, own_comm_s=own, bottleneck_s=bottleneck, parts=parts,
+        busiest_server=busiest,
+    )  # fmt: skip

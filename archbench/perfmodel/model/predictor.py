@@ -4,7 +4,7 @@ not hidden behind compute. Composes the terms of `formulas` with the machine con
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from archbench.archs import ARCHITECTURES as ARCHS
@@ -22,6 +22,7 @@ class ArchParams:
     efficiency: float = 1.0  # bandwidth term multiplier: achieved rate = link rate / efficiency
     gamma_s_per_byte: float = 0.0  # host cost per byte (copies, serialisation, reduction)
     overlap: float = 0.0  # fraction of communication hidden behind compute
+    overhead_s: float = 0.0  # a fixed cost per step beyond every other term
 
 
 @dataclass
@@ -152,7 +153,18 @@ def cpu_slowdown(config: StepConfig, params: ModelParams, calib: Calibration) ->
 
 
 def compute_seconds(config: StepConfig, params: ModelParams, calib: Calibration) -> float:
-    line = params.compute.get(config.model) or calib.compute.get(config.model)
+    line = compute_line(config, params, calib)
+    return line.seconds(config.batch_size) * cpu_slowdown(config, params, calib)
+
+
+def compute_line(config: StepConfig, params: ModelParams, calib: Calibration) -> ComputeLine:
+    """The model's compute line: the study's own for this architecture (`ARCH:MODEL`), else
+    the study's (measured or given), else the calibration's."""
+    line = (
+        params.compute.get(f"{config.arch}:{config.model}")
+        or params.compute.get(config.model)
+        or calib.compute.get(config.model)
+    )
     if line is None:
         where = (
             "no calibration file here, runs/microbench/results.jsonl"
@@ -164,7 +176,7 @@ def compute_seconds(config: StepConfig, params: ModelParams, calib: Calibration)
             f"(one worker's step, measured elsewhere), or run `archbench microbench --models "
             f"{config.model}` and pass --calibration, or fit on a study that trained it"
         )
-    return line.seconds(config.batch_size) * cpu_slowdown(config, params, calib)
+    return line
 
 
 def network_for(
@@ -212,23 +224,31 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
         efficiency=fitted.efficiency,
         gamma_s_per_byte=fitted.gamma_s_per_byte * slowdown,
         overlap=fitted.overlap,
+        overhead_s=fitted.overhead_s * slowdown,
     )
     cost_function = architecture(config.arch).cost_function()
     if local_steps(config):
         cost = _local_sgd_cost(cost_function, config, arch, calib, compute)
     else:
         cost = cost_function(config, arch, calib, compute)
-    comm, exposed, step, terms = cost.comm_s, cost.exposed_s, cost.step_s, cost.terms
+    from archbench.perfmodel.model.costs import update_share
+
+    # the worker's own update and the step's fixed overhead follow the exchange: never hidden
+    own = {
+        F.UPDATE: compute_line(config, params, calib).update_s * update_share(config) * slowdown,
+        F.OVERHEAD: arch.overhead_s,
+    }
+    step = cost.step_s + sum(own.values())
     workers = config.placement.worker_hosts
     samples = len(workers) * config.batch_size / step if step > 0 else float("inf")
     return StepPrediction(
         compute_s=compute,
-        comm_s=comm,
-        exposed_comm_s=exposed,
+        comm_s=cost.comm_s,
+        exposed_comm_s=cost.exposed_s,
         step_s=step,
         samples_per_s=samples,
-        terms=terms,
-        parts={F.COMPUTE: compute, **cost.parts},
+        terms=cost.terms,
+        parts={F.COMPUTE: compute, **cost.parts, **{k: v for k, v in own.items() if v}},
     )
 
 
@@ -253,12 +273,7 @@ def _local_sgd_cost(cost_function, config: StepConfig, arch: ArchParams, calib, 
     from archbench.perfmodel.model.costs import StepCost, single_cost
 
     own_update = single_cost(config, arch, calib, compute)
-    unhidden = ArchParams(
-        alpha_s=arch.alpha_s,
-        efficiency=arch.efficiency,
-        gamma_s_per_byte=arch.gamma_s_per_byte,
-        overlap=0.0,
-    )
+    unhidden = replace(arch, overlap=0.0)
     exchange = cost_function(config, unhidden, calib, compute)
     every = config.sync_every
     comm = own_update.comm_s + exchange.comm_s / every

@@ -1,26 +1,33 @@
-"""The emulated links' token bucket, and number lists from flags (rates: archbench.bandwidth)."""
+"""The emulated links' token bucket, and lists from flags (rates: archbench.bandwidth)."""
 
 from __future__ import annotations
 
 from archbench.errors import UsageError
 
 
-def emulated_burst_bytes(link: str | None) -> float:
-    """The tc tbf bucket of the emulated cluster's links at this rate (0 when unknown)."""
+def emulated_burst_bytes(link: str | None, dilation: float | None = None) -> float:
+    """The tc tbf bucket of the emulated cluster's links at this virtual rate (0 when unknown);
+    on a cluster dilated by D, tc shapes the links to rate / D, and the bucket is that rate's."""
     if not link:
         return 0.0
     try:
         from archbench.cluster.network import tbf_burst_bytes
+        from archbench.cluster.state import link_rate
     except ImportError:
         return 0.0
     try:
-        return float(tbf_burst_bytes(str(link)))
+        return float(tbf_burst_bytes(link_rate(str(link), dilation)))
     except Exception:  # noqa: BLE001 - a rate the cluster module cannot read has no bucket
         return 0.0
 
 
-def positive_ints(text: str, flag: str) -> list[int]:
-    """A comma-separated list of positive integers from a command-line flag."""
+# Entries one list flag may hold (--workers 2,4,8: each is priced or measured on its own).
+MAX_LIST_ENTRIES = 64
+
+
+def positive_ints(text: str, flag: str, maximum: int | None = None) -> list[int]:
+    """A comma-separated list of at most MAX_LIST_ENTRIES positive integers (each at most
+    `maximum`) from a command-line flag."""
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -29,4 +36,18 @@ def positive_ints(text: str, flag: str) -> list[int]:
         ) from None
     if not values or any(v < 1 for v in values):
         raise UsageError(f"{flag} must list positive integers, got {text!r}")
+    if len(values) > MAX_LIST_ENTRIES:
+        raise UsageError(f"{flag} lists {len(values):,} values; at most {MAX_LIST_ENTRIES}")
+    if maximum is not None and max(values) > maximum:
+        raise UsageError(f"{flag} values must be at most {maximum:,}, got {max(values):,}")
+    return values
+
+
+def names(text: str, flag: str) -> list[str]:
+    """A comma-separated list of at most MAX_LIST_ENTRIES names (each once) from a flag."""
+    values = list(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+    if not values:
+        raise UsageError(f"{flag} names nothing")
+    if len(values) > MAX_LIST_ENTRIES:
+        raise UsageError(f"{flag} lists {len(values):,} names; at most {MAX_LIST_ENTRIES}")
     return values
