@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from archbench.errors import UsageError
+from archbench.errors import StopError, UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +33,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a folder")
-    report = write_report(args.study, args.out)
+    try:
+        report = write_report(args.study, args.out)
+    except OSError as exc:  # the folder was writable when checked, then stopped being so
+        where = exc.filename or args.out or args.study
+        raise StopError(f"could not write the report ({where}: {exc.strerror or exc})") from None
     study = report.study
     print(
         f"{len(study.ok)} of {len(study.frame)} runs usable; "

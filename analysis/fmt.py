@@ -13,6 +13,8 @@ def num(value: float, digits: int = 3) -> str:
         return "n/a"
     if value == 0:
         return "0"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
     magnitude = math.floor(math.log10(abs(value)))
     decimals = max(digits - 1 - magnitude, 0)
     return f"{value:,.{decimals}f}"

@@ -28,16 +28,25 @@ REPLICATE_NAMES = frozenset({"rep", "repetition", "repeat", "replicate", "seed",
 WORKLOAD_NAMES = frozenset({"model", "dataset", "workload", "text_file"})
 # Config keys that follow from other settings or name the run, so they are never factors.
 DERIVED_CONFIG_KEYS = frozenset(
-    {"global_batch_size", "seed", "out", "run_id", "study", "steps_run", "dataset_source"}
+    {
+        "global_batch_size",
+        "seed",
+        "out",
+        "run_id",
+        "study",
+        "steps_run",
+        "dataset_source",
+        "timeline",
+    }
 )
-PLACEMENTS = ("dedicated", "co-located")
+PLACEMENTS = ("dedicated", "co-located", "one-host")
 # A run's throughput at a slow (p90) and a fast (p10) step: its within-run spread.
 AT_STEP_P90, AT_STEP_P10 = "samples_per_s_at_step_p90", "samples_per_s_at_step_p10"
 
 # Columns read as text (the others as numbers, NaN where absent or not a number).
 TEXT_COLUMNS = frozenset(
     {"arch", "model", "dataset", "compression", "priority", "sparse_exchange", "data_partition",
-     "param_partition"}
+     "param_partition", "timeline_file"}
 )  # fmt: skip
 # Short column name -> dotted record field, read for every record (NaN where absent).
 FIELD_COLUMNS: dict[str, str] = {
@@ -52,7 +61,10 @@ FIELD_COLUMNS: dict[str, str] = {
     "epoch_s": "timing.epoch_s",
     "samples_per_epoch": "timing.samples_per_epoch",
     "wall_s": "timing.wall_s",
-    "cpus_per_node": "cluster.cpus_per_node",
+    "cpus_per_node": "cluster.cpus_per_node",  # records from before time dilation
+    "dilation": "cluster.dilation",
+    "companions": "config.companions",
+    "machine_idle_share": "fidelity.machine_idle_share",
     "step_s": "timing.step_s_median",
     "step_s_p10": "timing.step_s_p10",
     "step_s_p90": "timing.step_s_p90",
@@ -78,9 +90,31 @@ FIELD_COLUMNS: dict[str, str] = {
     "first_layer_lead_s": "comm.tensor_partition.first_layer_lead_median_s",
     "params": "model_stats.params",
     "cores": "env.cores",
+    # --timeline (the timelines section): figures read from each run's trace
+    "timeline_file": "timeline.file",
+    "timeline_overlap": "timeline.overlap",
+    "timeline_step_s": "timeline.step_s",
+    "timeline_comm_s": "timeline.comm_s",
+    "timeline_hidden_s": "timeline.comm_hidden_s",
+    "timeline_exposed_s": "timeline.comm_exposed_s",
+    "timeline_wait_s": "timeline.wait_s",
+    "timeline_compute_s": "timeline.compute_s",
+    "timeline_coverage": "timeline.coverage_min",
+    "timeline_span_coverage": "timeline.span_coverage_min",
+    "timeline_throttled_s": "timeline.throttled_s",
+    "timeline_cost": "timeline.cost.ratio",
     "load_avg_start": "env.load_avg_start",
     "load_avg_end": "env.load_avg_end",
 }
+
+# Measurements that are finite and never negative: a record that says otherwise (NaN step time,
+# infinite throughput, a negative epoch) names the run in the report's data quality notes, and
+# the value is left out (NaN) so that no figure, table or ranking uses it.
+MEASURED_FIELDS: tuple[str, ...] = tuple(
+    dotted
+    for dotted in FIELD_COLUMNS.values()
+    if dotted.startswith(("timing.", "comm.")) or dotted == "result.time_to_target_s"
+) + ("timing.exposed_comm_s",)
 
 # Fields whose absence in successful runs limits what the report can show.
 EXPECTED_FIELDS: tuple[str, ...] = (
@@ -213,6 +247,15 @@ def _number(value: Any) -> float:
         return math.nan
 
 
+def _worst_node(nodes: Any, key: str) -> float:
+    """The largest value of `key` over a record's emulated nodes (NaN where none has it)."""
+    if not isinstance(nodes, dict):
+        return math.nan
+    values = [_number(node.get(key)) for node in nodes.values() if isinstance(node, dict)]
+    values = [value for value in values if not math.isnan(value)]
+    return max(values) if values else math.nan
+
+
 def _ps_link_bytes(flat: dict[str, Any]) -> float:
     """Bytes per step on the busier direction of the first PS host's link (emulated runs)."""
     nodes, hosts, roles = (
@@ -229,11 +272,30 @@ def _ps_link_bytes(flat: dict[str, Any]) -> float:
     return math.nan
 
 
+def implausible_values(flat: dict[str, Any]) -> dict[str, str]:
+    """{field: what is wrong} for the measurements of a record that are not finite or are
+    negative (a missing one, null, is not among them)."""
+    found = {}
+    for dotted in MEASURED_FIELDS:
+        value = flat.get(dotted)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if math.isnan(value):
+            found[dotted] = "NaN"
+        elif math.isinf(value):
+            found[dotted] = "infinite"
+        elif value < 0:
+            found[dotted] = f"negative ({value:g})"
+    return found
+
+
 def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
     """Short, typed analysis columns derived from one flattened record."""
     row: dict[str, Any] = {}
+    implausible = implausible_values(flat)
+    row["implausible"] = implausible
     for column, dotted in FIELD_COLUMNS.items():
-        value = flat.get(dotted)
+        value = None if dotted in implausible else flat.get(dotted)
         row[column] = value if column in TEXT_COLUMNS else _number(value)
     row["status"] = str(flat.get("status") or "unknown")
     row["run_id"] = flat.get("run_id")
@@ -245,7 +307,11 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
     # Samples per step over the step time, as `samples_per_s` is over the median step.
     for column, step in ((AT_STEP_P90, row["step_s_p90"]), (AT_STEP_P10, row["step_s_p10"])):
         row[column] = row["global_batch_size"] / step if step > 0 else math.nan
-    exposed = _number(flat.get("timing.exposed_comm_s"))
+    exposed = (
+        math.nan
+        if "timing.exposed_comm_s" in implausible
+        else _number(flat.get("timing.exposed_comm_s"))
+    )
     if math.isnan(exposed):
         # Older records: the whole exchange time stands in for the part not hidden by overlap.
         exposed = row["comm_s"]
@@ -260,6 +326,13 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
         else []
     )
     row["emulated"] = bool(flat.get("fidelity.emulated"))
+    row["core_wait_share"] = _worst_node(flat.get("fidelity.nodes"), "core_wait_share")
+    # Nodes computing at once: a W-worker run's workers, a baseline's own and its companions'.
+    row["load_nodes"] = (
+        row["workers"]
+        if record.multi_process
+        else 1 + (0 if math.isnan(row["companions"]) else row["companions"])
+    )
     row["ps_link_bytes_per_step"] = _ps_link_bytes(flat)
     epochs = flat.get("timing.epochs")
     row["epochs"] = epochs if isinstance(epochs, list) else []
@@ -502,6 +575,22 @@ def _quality_notes(
             f"{superseded} earlier record(s) of re-run configurations were superseded "
             "by their newer record."
         )
+    odd = [
+        (str(run_id or source), found)
+        for run_id, source, found in zip(
+            frame["run_id"], frame["source"], frame["implausible"], strict=True
+        )
+        if found
+    ]
+    if odd:
+        shown = "; ".join(
+            f"{run}: " + ", ".join(f"{field} {what}" for field, what in found.items())
+            for run, found in odd[:5]
+        ) + (" ..." if len(odd) > 5 else "")
+        notes.append(
+            f"{len(odd)} run(s) recorded measurements that cannot be (not finite, or negative); "
+            f"those values are left out of every figure, table and ranking: {shown}."
+        )
     not_ok = study.not_ok
     if len(not_ok):
         counts = not_ok["status"].value_counts()
@@ -515,7 +604,13 @@ def _quality_notes(
         if dotted == "factors":
             missing = sum(1 for f in ok_flats if not record_factors(f))
         else:
-            missing = sum(1 for f in ok_flats if _is_missing(f.get(dotted)) or f.get(dotted) == [])
+            # a NaN is named above as a value that cannot be, not counted as missing
+            missing = sum(
+                1
+                for f in ok_flats
+                if (_is_missing(f.get(dotted)) and dotted not in implausible_values(f))
+                or f.get(dotted) == []
+            )
         if not missing:
             continue
         if dotted == "result.time_to_target_s":
@@ -552,7 +647,7 @@ def _quality_notes(
                 "successful repetition: they have no spread over repetitions; where a "
                 "figure can, it shows the run's own step p10-p90 spread instead."
             )
-        overloaded = overload_note(ok[ok["cpus_per_node"].isna()])
+        overloaded = overload_note(ok[ok["cpus_per_node"].isna() & ok["dilation"].isna()])
         if overloaded:
             notes.append(overloaded)
         notes.extend(fidelity_notes(ok))

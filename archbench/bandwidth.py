@@ -40,8 +40,8 @@ _BITS_PER_UNIT = {
     "mb/s": 1e6,
     "gb/s": 1e9,
 }
-_PATTERN = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z/]*)\s*$")
-_TC_RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
+_PATTERN = re.compile(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z/]*)\s*")
+_TC_RATE = re.compile(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)")
 # tbf below ~1 mbit makes ssh and MPI start-up crawl; above 100 gbit the shaping means nothing.
 EMULATED_MIN_BITS = 1e6
 EMULATED_MAX_BITS = 100e9
@@ -66,7 +66,7 @@ class Bandwidth:
             if text <= 0:
                 raise UsageError(f"bandwidth must be positive, got {text}")
             return cls(float(text), str(text))
-        match = _PATTERN.match(str(text).lower())
+        match = _PATTERN.fullmatch(str(text).lower())
         if not match or match.group(2) not in _BITS_PER_UNIT:
             raise UsageError(
                 f"cannot read bandwidth {text!r} (examples: 200mbit, 1gbit, 10gbit/s, 1e9)"
@@ -80,7 +80,7 @@ class Bandwidth:
     def tc_rate(cls, text: str, check_range: bool = True) -> Bandwidth:
         """A rate the emulated cluster can shape: tc's bit forms, 1mbit..100gbit."""
         text = str(text).strip().lower()
-        match = _TC_RATE.match(text)
+        match = _TC_RATE.fullmatch(text)
         if match is None:
             raise UsageError(
                 f"bandwidth {text!r} is not a rate like 100mbit or 1gbit (units: bit, kbit, mbit, gbit)"

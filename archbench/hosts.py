@@ -7,11 +7,14 @@ Bad input is a UsageError of one line naming what could not be read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 from archbench.errors import UsageError
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}")
 
 
 class HostSlots(NamedTuple):
@@ -70,14 +73,25 @@ def total_slots(hosts: Iterable[tuple[str, int]]) -> int:
     return sum(slots for _, slots in hosts)
 
 
+def check_host_name(name: str) -> str:
+    """`name` when it is a host name (letters, digits, `.`, `_`, `-`); UsageError otherwise. A
+    hostfile line or `-H` entry is `name slots=N` or `name:N`: a blank, a comma or a line break in
+    a name would add hosts or slots that nobody asked for."""
+    if not isinstance(name, str) or not _HOST_NAME.fullmatch(name):
+        raise UsageError(
+            f"host name {name!r} is not a host name (letters, digits, '.', '_', '-'; at most 253)"
+        )
+    return name
+
+
 def hostfile_text(hosts: Iterable[tuple[str, int]]) -> str:
     """An Open MPI hostfile (one `host slots=N` line per host), which horovodrun reads too."""
-    return "".join(f"{name} slots={slots}\n" for name, slots in hosts)
+    return "".join(f"{check_host_name(name)} slots={int(slots)}\n" for name, slots in hosts)
 
 
 def host_list_text(hosts: Iterable[tuple[str, int]]) -> str:
     """'node1:1,node2:2': the -H form of mpirun and horovodrun."""
-    return ",".join(f"{name}:{slots}" for name, slots in hosts)
+    return ",".join(f"{check_host_name(name)}:{int(slots)}" for name, slots in hosts)
 
 
 def rank_hosts(hosts: Iterable[tuple[str, int]]) -> list[str]:

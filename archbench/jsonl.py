@@ -78,9 +78,10 @@ def fsync_dir(folder: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def check_appendable(path: str) -> str | None:
+def check_appendable(path: str, kind: str = "records go to a plain JSON-lines file") -> str | None:
     """Why a record could not be appended to `path` now, or None. Tries for real (as root,
-    os.access says yes to nearly everything) and leaves nothing behind."""
+    os.access says yes to nearly everything) and leaves nothing behind. `kind` says what the
+    file must be when the path names something else (a device, a pipe)."""
     target = os.path.abspath(path)
     if os.path.isdir(target):
         return "is a directory"
@@ -89,7 +90,7 @@ def check_appendable(path: str) -> str | None:
         return f"folder {folder} does not exist"
     if os.path.exists(target):
         if not os.path.isfile(target):
-            return "is not a regular file (records go to a plain JSON-lines file)"
+            return f"is not a regular file ({kind})"
         try:
             with open(target, "ab"):
                 pass

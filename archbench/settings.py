@@ -52,8 +52,10 @@ DATA_PARTITIONS = ("random", "contiguous", "graph")
 # server of the worker whose partition uses it most (after partitioning the data).
 PARAM_PARTITIONS = ("range", "round-robin", "hash", "by-use")
 # Placements the sweep turns into hostfiles itself; any other level names a hostfile.
-PLACEMENT_POLICIES = ("packed", "spread", "dedicated", "colocated")
-SERVER_PLACEMENTS = frozenset({"dedicated", "colocated"})
+PLACEMENT_POLICIES = ("packed", "spread", "dedicated", "colocated", "one-host")
+# Placements of parameter servers: on a host of their own, beside a worker, or every process of
+# the job on one host (the research notes' "local server").
+SERVER_PLACEMENTS = frozenset({"dedicated", "colocated", "one-host"})
 LAUNCHERS = ("mpirun", "horovodrun")
 CONTROLLERS = ("mpi", "gloo")
 
@@ -65,7 +67,10 @@ _P2P = frozenset({"p2p"})
 _SPARSE = frozenset({"ring", "p2p", "ps"})
 _COMPRESSED = frozenset(CARRIED_BY)
 _SYNC_EVERY = frozenset({"ring", "p2p", "ps"})
-_SHAPE = re.compile(r"^\d+(x\d+)*$")
+_ONE_PROCESS = frozenset(ARCHITECTURES) - MULTI_PROCESS
+_SHAPE = re.compile(r"\d+(x\d+)*")
+# The most worker processes a run, a study or the performance model takes.
+MAX_WORKERS = 4_096
 
 
 class LevelError(ValueError):
@@ -80,6 +85,7 @@ class Setting:
     applies_to: frozenset[str]
     scope: str = "train"  # train | launch | sweep
     flag: str | None = None  # the train flag (default: --name-with-dashes for train settings)
+    alias: str | None = None  # another spelling of the flag
     choices: tuple[Any, ...] = ()
     minimum: float | None = None
     exclusive_minimum: bool = False
@@ -200,7 +206,7 @@ def _check_bandwidth(value: str) -> None:
 
 
 def _check_shape(value: str) -> None:
-    if not _SHAPE.match(value) or any(int(d) <= 0 for d in value.split("x")):
+    if not _SHAPE.fullmatch(value) or any(int(d) <= 0 for d in value.split("x")):
         raise LevelError(f"must be a shape like 32x32x3, got {value!r}")
 
 
@@ -209,6 +215,41 @@ def _check_placement(value: str) -> None:
     if value not in PLACEMENT_POLICIES and not ("/" in value or value.endswith(".txt")):
         raise LevelError(
             f"must be one of {', '.join(PLACEMENT_POLICIES)} or a hostfile path, got {value!r}"
+        )
+
+
+def train_flags() -> dict[str, Setting]:
+    """Every flag of `archbench train` (the sweep's own included), with the row it sets."""
+    flags = {}
+    for row in TRAIN_SETTINGS:
+        flags[row.train_flag] = row
+        if row.kind == "bool":
+            flags["--a" + row.train_flag[2:]] = row  # --sync / --async
+    return flags
+
+
+def _check_extra_args(words: list[str]) -> None:
+    """`extra_args` carries flags of `archbench train` that no setting covers: never one the
+    sweep sets for every run (--out, --run-id, --study), nor a setting's flag, which the plan,
+    the run id and the record would not know (nor an abbreviation of either, which argparse
+    would take for it)."""
+    flags = train_flags()
+    for word in words:
+        flag = word.split("=", 1)[0]
+        if flag in ("-h", "--help") or (flag.startswith("--h") and "--help".startswith(flag)):
+            raise LevelError(f"must not hold {flag}: the run would print its help and stop")
+        if len(flag) < 3 or not flag.startswith("--"):
+            continue  # a value, a negative number, or `--`
+        meant = flags.get(flag) or next(
+            (row for name, row in flags.items() if name.startswith(flag)), None
+        )
+        if meant is None:
+            continue  # a flag this registry does not know: what extra_args is for
+        said = flag if flag in flags else f"{flag} (taken for {meant.train_flag})"
+        if meant.reserved:
+            raise LevelError(f"must not hold {said}: the sweep sets it for every run")
+        raise LevelError(
+            f"must not hold {said}: give the setting {meant.name} under fixed: or factors:"
         )
 
 
@@ -246,7 +287,13 @@ SETTINGS: dict[str, Setting] = {
         S("warmup_steps", "int", 5, ALL, minimum=0, maximum=1_000_000_000, unit="steps", help="steps left out of the timing statistics"),
         S("probe_every", "int", 10, ALL, minimum=0, maximum=1_000_000_000, unit="steps", help="every Nth step runs in two timed phases (compute, then exchange) to split the step time; 0: never"),
         S("compute_window_ms", "float", None, ALL, minimum=0, maximum=60_000, unit="ms", help="a probe's compute phase is repeated back to back for at least this long and its mean pass reported (default: 10 CFS periods where the process has a CPU quota, else one pass; 0: one pass)"),
+        S("companions", "int", 0, _ONE_PROCESS, minimum=0, maximum=1023, numeric=True, help="single: copies of the same training that run at the same time on other hosts and record nothing, so the baseline is measured with the machine loaded as a job of 1 + N workers loads it (the emulated cluster's nodes share one machine's memory and caches)"),
         S("threads", "int", 0, ALL, minimum=0, maximum=4096, help="TensorFlow threads per process (0: cores / local ranks)"),
+        # timelines (archbench.timeline): a Chrome trace of a few steps after warm-up
+        # --timeline-file: the spelling horovodrun lets through (it takes --timeline for an
+        # ambiguous abbreviation of its own --timeline-filename and --timeline-mark-cycles)
+        S("timeline", "str", None, ALL, reserved=True, alias="--timeline-file", help="write a Chrome Trace Event Format file of --timeline-steps traced steps after warm-up (left out of the step statistics, as probes are); under horovodrun spell it --timeline-file"),
+        S("timeline_steps", "int", 3, ALL, minimum=1, maximum=100, unit="steps", help="steps --timeline traces (default 3)"),
         S("out", "str", None, ALL, reserved=True, help="append the run record to this JSON-lines file"),
         S("run_id", "str", None, ALL, reserved=True, help="identifier of this run in the record (default: generated)"),
         S("study", "str", None, ALL, reserved=True, help="name of the study this run belongs to"),
@@ -276,9 +323,9 @@ SETTINGS: dict[str, Setting] = {
         S("sync_every_warmup_steps", "int", 0, _SYNC_EVERY, minimum=0, maximum=1_000_000_000, numeric=True, unit="steps", help="synchronous steps (gradients averaged) before the local steps of --sync-every start"),
         # --- sweep settings ---
         # extra words appended to the train command, for flags this registry does not know yet
-        S("extra_args", "args", [], ALL, scope="sweep"),
+        S("extra_args", "args", [], ALL, scope="sweep", check=_check_extra_args),
         # --- launch settings (how the run is started) ---
-        S("workers", "int", 2, _MULTI, scope="launch", minimum=1, maximum=1_000_000, numeric=True, help="worker processes"),
+        S("workers", "int", 2, _MULTI, scope="launch", minimum=1, maximum=MAX_WORKERS, numeric=True, help="worker processes"),
         S("placement", "str", "spread", _MULTI, scope="launch", check=_check_placement, help="where ranks go: a policy or a hostfile"),
         S("launcher", "choice", "mpirun", _MULTI, scope="launch", choices=LAUNCHERS),
         S("controller", "choice", None, _RING, scope="launch", choices=CONTROLLERS),
@@ -393,7 +440,7 @@ def add_flag(
     elif (kind := _cli_type(row)) is not None:
         kwargs["type"] = kind
     kwargs.update(override)
-    parser.add_argument(flag, **kwargs)
+    parser.add_argument(flag, *([row.alias] if row.alias else []), **kwargs)
 
 
 def add_train_flags(parser: argparse.ArgumentParser) -> None:
@@ -430,13 +477,20 @@ SYNTHETIC_SAMPLE_ELEMENTS_MAX = 64 * 1024 * 1024
 
 
 def combination_problem(values: dict[str, Any]) -> str | None:
-    """A problem between settings that each are in range, or None. `warmup_steps` is judged only
-    when given (None or absent: the default warm-up, which simply covers short runs)."""
+    """A problem between settings that each are in range, or None. `warmup_steps` None or absent
+    is the default warm-up."""
     steps, warmup = values.get("steps"), values.get("warmup_steps")
     if steps is not None and warmup is not None and warmup >= steps:
         return (
             f"--warmup-steps {warmup} leaves no timed step of --steps {steps}: "
             "make the warm-up shorter than the run"
+        )
+    default_warmup = SETTINGS["warmup_steps"].default
+    if steps is not None and warmup is None and steps <= default_warmup:
+        # the run would be recorded ok with no timing at all
+        return (
+            f"--steps {steps} leaves no timed step after the default warm-up of {default_warmup} "
+            f"steps: give more steps, or --warmup-steps below {steps}"
         )
     arch = values.get("arch")
     if arch is not None and SETTINGS["compression"].applies(arch):

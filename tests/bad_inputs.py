@@ -2,14 +2,17 @@
 
 Every case runs as a real process, the way a user types it, in an empty folder of its own. Each
 must end with its documented exit status (2 unless said otherwise), exactly one line on stderr
-(or the documented number: one per problem), no Python traceback, and nothing written anywhere.
-A new setting adds its rows here.
+(or the documented number: one per problem), no Python traceback, and nothing written anywhere;
+where the documented answer is not an error (records with impossible measurements, a garbage
+line at resume), the output must say what the case names. A new setting adds its rows here.
 
 `python tests/bad_inputs.py` runs the table outside pytest and prints the counts.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -28,6 +31,7 @@ TRAIN = [sys.executable, "-m", "archbench.train"]
 CLI = [sys.executable, "-m", "archbench.cli"]
 PREDICT = [*CLI, "predict", "--arch", "ring", "--workers", "2", "--model", "mlp"]
 PREDICT += ["--batch-size", "32", "--compute-ms", "5"]
+WHATIF = [*CLI, "model", "whatif", "--models", "mlp", "--compute-ms", "1"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Case:
     argv: list[str]  # "{ws}" stands for the folder of prepared files
     status: int = 2
     lines: int = 1  # lines on stderr: one per problem
+    says: str = ""  # text the output must hold (where the documented answer is not an error)
 
 
 def _train(name: str, *args: str, lines: int = 1) -> Case:
@@ -250,52 +255,97 @@ TRAIN_CASES = [
     Case("train out /proc/version", [*TRAIN, "--out", "/proc/version"]),
     Case("train out in a missing folder", [*TRAIN, "--out", "{ws}/nowhere/r.jsonl"]),
     Case("train out read-only file system", [*TRAIN, "--out", "/proc/archbench.jsonl"]),
+    _train("steps within the default warm-up", "--steps", "3"),
 ]
+
+
+def _many_levels(names: tuple[str, ...], count: int, extra: str = "") -> str:
+    """A localhost spec whose factors `names` each have the levels 1..count."""
+    factors = ", ".join(f"{name}: {list(range(1, count + 1))}" for name in names)
+    return "fixed: {steps: 10}\ncluster: localhost\nfactors: {" + factors + "}\n" + extra
+
 
 SWEEP_SPECS = {
     "not-yaml": "study: x\nfixed: [unclosed\n",
     "a-list": "- arch: ring\n",
     "unknown-key": "study: x\nfactorz: {}\n",
-    "lr-nan": "fixed: {steps: 5}\nfactors: {lr: [.nan, 0.1]}\n",
-    "lr-inf": "fixed: {steps: 5, lr: .inf}\n",
-    "lr-zero": "fixed: {steps: 5, lr: 0}\n",
+    "lr-nan": "fixed: {steps: 10}\nfactors: {lr: [.nan, 0.1]}\n",
+    "lr-inf": "fixed: {steps: 10, lr: .inf}\n",
+    "lr-zero": "fixed: {steps: 10, lr: 0}\n",
     "lr-range-nan": "factors: {lr: {min: .nan, max: 1}}\ndesign: {random: {n: 2}}\n",
-    "seed-negative": "fixed: {steps: 5, seed: -1}\n",
-    "study-seed-negative": "seed: -1\nfixed: {steps: 5}\n",
-    "batch-zero": "fixed: {steps: 5, batch_size: 0}\n",
+    "seed-negative": "fixed: {steps: 10, seed: -1}\n",
+    "study-seed-negative": "seed: -1\nfixed: {steps: 10}\n",
+    "batch-zero": "fixed: {steps: 10, batch_size: 0}\n",
     "steps-inf": "fixed: {steps: .inf}\n",
     "steps-nan": "fixed: {steps: .nan}\n",
     "warmup-over-steps": "fixed: {steps: 20, warmup_steps: 100}\n",
-    "synthetic-huge": "fixed: {steps: 5, dataset: synthetic, synthetic_samples: 1000000000}\n",
-    "momentum-one": "fixed: {steps: 5, momentum: 1}\n",
-    "workers-zero": "fixed: {steps: 5, arch: ring, workers: 0}\n",
-    "num-ps-zero": "fixed: {steps: 5, arch: ps, num_ps: 0}\n",
-    "sync-every-zero": "fixed: {steps: 5, arch: ring, sync_every: 0}\n",
-    "sync-every-async": "fixed: {steps: 5, arch: ps, sync: false}\nfactors: {sync_every: [1, 4]}\n",
-    "timeout-nan": "timeout_s: .nan\nfixed: {steps: 5}\n",
-    "timeout-negative": "timeout_s: -1\nfixed: {steps: 5}\n",
-    "repetitions-zero": "repetitions: 0\nfixed: {steps: 5}\n",
-    "design-unknown": "design: sobol\nfixed: {steps: 5}\n",
-    "cluster-unknown": "cluster: moon\nfixed: {steps: 5}\n",
-    "model-unknown": "fixed: {steps: 5, model: nosuchnet}\n",
-    "model-dataset": "fixed: {steps: 5, model: charlm}\n",
-    "epochs-and-steps": "fixed: {steps: 5, epochs: 1}\n",
-    "duplicate-level": "fixed: {steps: 5}\nfactors: {lr: [0.1, 0.1]}\n",
-    "empty-levels": "fixed: {steps: 5}\nfactors: {lr: []}\n",
-    "unknown-setting": "fixed: {steps: 5, learning_rate: 0.1}\n",
-    "reserved-setting": "fixed: {steps: 5, out: x.jsonl}\n",
-    "bad-study-name": "study: 'a b'\nfixed: {steps: 5}\n",
-    "python-missing": "python: /nonexistent/python\nfixed: {steps: 5}\ncluster: localhost\n",
-    "python-not-a-program": "python: {ws}/records/norecord.jsonl\nfixed: {steps: 5}\n"
+    "synthetic-huge": "fixed: {steps: 10, dataset: synthetic, synthetic_samples: 1000000000}\n",
+    "momentum-one": "fixed: {steps: 10, momentum: 1}\n",
+    "workers-zero": "fixed: {steps: 10, arch: ring, workers: 0}\n",
+    "num-ps-zero": "fixed: {steps: 10, arch: ps, num_ps: 0}\n",
+    "sync-every-zero": "fixed: {steps: 10, arch: ring, sync_every: 0}\n",
+    "sync-every-async": "fixed: {steps: 10, arch: ps, sync: false}\nfactors: {sync_every: [1, 4]}\n",
+    "timeout-nan": "timeout_s: .nan\nfixed: {steps: 10}\n",
+    "timeout-negative": "timeout_s: -1\nfixed: {steps: 10}\n",
+    "repetitions-zero": "repetitions: 0\nfixed: {steps: 10}\n",
+    "design-unknown": "design: sobol\nfixed: {steps: 10}\n",
+    "cluster-unknown": "cluster: moon\nfixed: {steps: 10}\n",
+    "model-unknown": "fixed: {steps: 10, model: nosuchnet}\n",
+    "model-dataset": "fixed: {steps: 10, model: charlm}\n",
+    "epochs-and-steps": "fixed: {steps: 10, epochs: 1}\n",
+    "duplicate-level": "fixed: {steps: 10}\nfactors: {lr: [0.1, 0.1]}\n",
+    "empty-levels": "fixed: {steps: 10}\nfactors: {lr: []}\n",
+    "unknown-setting": "fixed: {steps: 10, learning_rate: 0.1}\n",
+    "reserved-setting": "fixed: {steps: 10, out: x.jsonl}\n",
+    "bad-study-name": "study: 'a b'\nfixed: {steps: 10}\n",
+    "python-missing": "python: /nonexistent/python\nfixed: {steps: 10}\ncluster: localhost\n",
+    "python-not-a-program": "python: {ws}/records/norecord.jsonl\nfixed: {steps: 10}\n"
     "cluster: localhost\n",
-    "python-a-folder": "python: {ws}\nfixed: {steps: 5}\ncluster: localhost\n",
-    "python-without-archbench": "python: /bin/true\nfixed: {steps: 5}\ncluster: localhost\n",
-    "bandwidth-on-localhost": "fixed: {steps: 5, arch: ring, bandwidth: 1gbit}\ncluster: localhost\n",
-    "bandwidth-garbage": "fixed: {steps: 5, arch: ring, bandwidth: fast}\n",
-    "powersgd-on-p2p": "fixed: {steps: 5, arch: p2p, compression: powersgd}\n",
-    "compression-ratio-zero": "fixed: {steps: 5, arch: ring, compression: topk, compression_ratio: 0}\n",
-    "gloo-with-mpirun": "fixed: {steps: 5, arch: ring, controller: gloo, launcher: mpirun}\n",
-    "exclude-unknown-level": "fixed: {steps: 5}\nfactors: {lr: [0.1, 0.2]}\nexclude: [{lr: 0.3}]\n",
+    "python-a-folder": "python: {ws}\nfixed: {steps: 10}\ncluster: localhost\n",
+    "python-without-archbench": "python: /bin/true\nfixed: {steps: 10}\ncluster: localhost\n",
+    "bandwidth-on-localhost": "fixed: {steps: 10, arch: ring, bandwidth: 1gbit}\ncluster: localhost\n",
+    "bandwidth-garbage": "fixed: {steps: 10, arch: ring, bandwidth: fast}\n",
+    "powersgd-on-p2p": "fixed: {steps: 10, arch: p2p, compression: powersgd}\n",
+    "compression-ratio-zero": "fixed: {steps: 10, arch: ring, compression: topk, compression_ratio: 0}\n",
+    "gloo-with-mpirun": "fixed: {steps: 10, arch: ring, controller: gloo, launcher: mpirun}\n",
+    "exclude-unknown-level": "fixed: {steps: 10}\nfactors: {lr: [0.1, 0.2]}\nexclude: [{lr: 0.3}]\n",
+    # the spec is input, not code; sizes have limits (issue 27)
+    "study-name-newline": 'study: "evil\\n"\nfixed: {steps: 10}\ncluster: localhost\n',
+    "duplicate-key": "fixed: {steps: 10, lr: 0.1}\nfixed: {steps: 20}\ncluster: localhost\n",
+    "python-a-shell": "python: /bin/sh\nfixed: {steps: 10}\ncluster: localhost\n",
+    "python-named-python-without-archbench": "python: {ws}/fakebin/python\nfixed: {steps: 10}\n"
+    "cluster: localhost\n",
+    "extra-args-out": "fixed: {steps: 10, extra_args: [--out, '{ws}/elsewhere.jsonl']}\n"
+    "cluster: localhost\n",
+    "extra-args-out-abbreviated": "fixed: {steps: 10, extra_args: ['--ou={ws}/x.jsonl']}\n"
+    "cluster: localhost\n",
+    "extra-args-a-setting": "fixed: {steps: 10, extra_args: [--arch, ring]}\ncluster: localhost\n",
+    "launcher-args-agent": "launcher_args: [--mca, plm_rsh_agent, /tmp/agent]\n"
+    "fixed: {steps: 10}\ncluster: localhost\n",
+    "launcher-args-output": "launcher_args: [--output-filename, /tmp/out]\nfixed: {steps: 10}\n",
+    "env-ld-preload": "env: {LD_PRELOAD: /tmp/x.so}\nfixed: {steps: 10}\ncluster: localhost\n",
+    "repetitions-huge": "repetitions: 1000000000\nfixed: {steps: 10}\ncluster: localhost\n",
+    "levels-too-many": _many_levels(("seed",), 1001),
+    "full-factorial-ten-million": _many_levels(
+        (
+            "seed",
+            "batch_size",
+            "eval_every",
+            "eval_samples",
+            "threads",
+            "probe_every",
+            "compression_warmup_steps",
+        ),
+        10,
+    ),  # fmt: skip
+    "random-n-huge": "fixed: {steps: 10}\ncluster: localhost\n"
+    "factors: {lr: {min: 0.01, max: 0.1}}\ndesign: {random: {n: 1000000000}}\n",
+    "runs-too-many": _many_levels(("seed",), 100, "repetitions: 1000\n"),
+    "nodes-thousand": "cluster: {kind: emulated, nodes: 1000}\nfixed: {steps: 10, arch: ring}\n",
+    "cluster-beyond-this-machine": "cluster: {kind: emulated, nodes: 2, dilation: 1000}\n"
+    "fixed: {steps: 10, arch: ring}\n",
+    "workers-huge": "fixed: {steps: 10, arch: ring, workers: 1000000000}\ncluster: localhost\n",
+    "steps-within-warm-up": "fixed: {steps: 3}\ncluster: localhost\n",
 }
 
 SWEEP_CASES = [_sweep(name.replace("-", " "), name) for name in SWEEP_SPECS] + [
@@ -305,6 +355,54 @@ SWEEP_CASES = [_sweep(name.replace("-", " "), name) for name in SWEEP_SPECS] + [
     Case("sweep --only unknown", [*CLI, "sweep", "{ws}/specs/ok.yaml", "--only", "colour=red"]),
     Case("sweep --only bad level", [*CLI, "sweep", "{ws}/specs/ok.yaml", "--only", "lr=.nan"]),
     Case("sweep --cluster moon", [*CLI, "sweep", "{ws}/specs/ok.yaml", "--cluster", "moon"]),
+    Case(
+        "sweep --only a level the study lacks",
+        [*CLI, "sweep", "{ws}/specs/lr.yaml", "--only", "lr=0.5"],
+    ),
+    Case(
+        "sweep --only levels no run has together",
+        [
+            *CLI,
+            "sweep",
+            "{ws}/specs/lr.yaml",
+            "--dry-run",
+            "--only",
+            "lr=0.1",
+            "--only",
+            "arch=ring",
+        ],
+    ),
+    Case(
+        "sweep nodes thousand --dry-run",
+        [*CLI, "sweep", "{ws}/specs/nodes-thousand.yaml", "--dry-run"],
+    ),
+    Case(
+        "sweep cluster beyond this machine --dry-run",
+        [*CLI, "sweep", "{ws}/specs/cluster-beyond-this-machine.yaml", "--dry-run"],
+    ),
+    Case("sweep spec too large", [*CLI, "sweep", "{ws}/specs/huge.yaml"]),
+    Case("sweep spec file name with a newline", [*CLI, "sweep", "{ws}/specs/bad\nname.yaml"]),
+    # a garbage line mid-file: said once, with its line number; the runs go on (dry run here)
+    Case(
+        "sweep resume over a garbage line",
+        [*CLI, "sweep", "{ws}/specs/resume.yaml", "--dry-run"],
+        status=0,
+        lines=2,
+        says="results.jsonl:2: not a JSON record; left in place",
+    ),
+]
+
+SUBMIT_CASES = [
+    Case(
+        "submit spec named with a command",
+        [*CLI, "submit", "{ws}/specs/x\ntouch pwned\n.yaml", "--dry-run"],
+    ),
+    Case("submit study folder with a blank", [*CLI, "submit", "{ws}/sp ace/ok.yaml", "--dry-run"]),
+    Case("submit nodes 0", [*CLI, "submit", "{ws}/specs/ok.yaml", "--nodes", "0", "--dry-run"]),
+    Case(
+        "submit time garbage",
+        [*CLI, "submit", "{ws}/specs/ok.yaml", "--time", "1:00\n", "--dry-run"],
+    ),
 ]
 
 REPORT_CASES = [
@@ -314,6 +412,7 @@ REPORT_CASES = [
     Case("report no run record", [*CLI, "report", "{ws}/records/norecord.jsonl"]),
     Case("report garbage file", [*CLI, "report", "{ws}/records/garbage.jsonl"]),
     Case("report out is a file", [*CLI, "report", "{ws}/records", "--out", "{ws}/records/x.txt"]),
+    Case("report out in /sys", [*CLI, "report", "{ws}/records/odd.jsonl", "--out", "/sys/rep"]),
 ]
 
 COMPARE_CASES = [
@@ -322,6 +421,14 @@ COMPARE_CASES = [
     Case("compare empty file", [*CLI, "compare", "{ws}/records/empty.jsonl"]),
     Case("compare no run record", [*CLI, "compare", "{ws}/records/norecord.jsonl"]),
     Case("compare garbage file", [*CLI, "compare", "{ws}/records/garbage.jsonl"]),
+    # records that cannot be (NaN, infinite, negative timings): named in the notes, exit 0
+    Case(
+        "compare impossible measurements",
+        [*CLI, "compare", "{ws}/records/odd.jsonl"],
+        status=0,
+        lines=0,
+        says="odd0: timing.samples_per_s infinite",
+    ),
 ]
 
 PREDICT_CASES = [
@@ -376,6 +483,22 @@ PREDICT_CASES = [
         "model whatif compute ms garbage",
         [*CLI, "model", "whatif", "--models", "mlp", "--compute-ms", "fast"],
     ),
+    Case("predict workers huge", [*PREDICT, "--workers", "1000000000"]),
+    Case("predict hosts huge", [*PREDICT, "--hosts", "1000000000"]),
+    Case(
+        "predict compute from a binary file", [*PREDICT[:-2], "--compute-from", "{ws}/binary.jsonl"]
+    ),
+    Case("predict fit a binary file", [*PREDICT, "--fit", "{ws}/binary.json"]),
+    Case("predict calibration a JSON list", [*PREDICT, "--calibration", "{ws}/list.json"]),
+    Case("model whatif workers huge", [*WHATIF, "--workers", "2,1000000000"]),
+    Case("model whatif workers list too long", [*WHATIF, "--workers", ",".join(["2"] * 65)]),
+    Case("model whatif batch size -1", [*WHATIF, "--batch-size", "-1"]),
+    Case("model whatif out in /sys", [*WHATIF, "--workers", "2,4", "--out", "/sys/whatif"]),
+    Case(
+        "model fit out in /sys",
+        [*CLI, "model", "fit", "{ws}/records/odd.jsonl", "--out", "/sys/fit.json"],
+    ),
+    Case("microbench message 8G", [*CLI, "microbench", "--sizes", "8G", "--out", "{out}"]),
 ]
 
 CLUSTER_CASES = [
@@ -392,6 +515,18 @@ CLUSTER_CASES = [
     Case("cluster up bad name", [*CLI, "cluster", "up", "--nodes", "2", "--name", "a b"]),
     Case("cluster up bad prefix", [*CLI, "cluster", "up", "--nodes", "2", "--prefix", "NODE"]),
     Case("cluster shape bandwidth garbage", [*CLI, "cluster", "shape", "--bandwidth", "x"]),
+    Case(
+        "cluster up name with a newline",
+        [*CLI, "cluster", "up", "--nodes", "2", "--name", "evil\n"],
+    ),
+    Case(
+        "cluster up prefix with a newline",
+        [*CLI, "cluster", "up", "--nodes", "2", "--prefix", "node\n"],
+    ),
+    Case("cluster up nodes 1000", [*CLI, "cluster", "up", "--nodes", "1000"]),
+    Case("cluster down name a path", [*CLI, "cluster", "down", "--name", "../.."]),
+    Case("cluster status name with a newline", [*CLI, "cluster", "status", "--name", "a\nb"]),
+    Case("cluster env name a path", [*CLI, "cluster", "env", "--name", "../x"]),
 ]
 
 OTHER_CASES = [
@@ -402,6 +537,7 @@ OTHER_CASES = [
 CASES = (
     TRAIN_CASES
     + SWEEP_CASES
+    + SUBMIT_CASES
     + REPORT_CASES
     + COMPARE_CASES
     + PREDICT_CASES
@@ -455,9 +591,53 @@ def prepare_workspace(ws: Path) -> None:
 
     specs = ws / "specs"
     specs.mkdir()
-    (specs / "ok.yaml").write_text("fixed: {steps: 5}\ncluster: localhost\n")
+    (specs / "ok.yaml").write_text("fixed: {steps: 10}\ncluster: localhost\n")
+    (specs / "lr.yaml").write_text(
+        "fixed: {steps: 10}\ncluster: localhost\nfactors: {lr: [0.1, 0.2]}\n"
+    )
     for name, text in SWEEP_SPECS.items():
         (specs / f"{name}.yaml").write_text(text.replace("{ws}", str(ws)))
+    prepare_hostile_inputs(ws)
+
+
+def _record(run_id: str, lr: float, **timing: float) -> dict:
+    """A minimal ok run record of `single` with these timings."""
+    config = {"arch": "single", "model": "mlp", "dataset": "fashion_mnist", "batch_size": 32}
+    config.update(global_batch_size=32, lr=lr)
+    times = {"samples_per_s": 1000.0, "step_s_median": 0.032, "epoch_s": 60.0, **timing}
+    return {"schema": "archbench.run/2", "run_id": run_id, "status": "ok", "config": config,
+            "timing": times}  # fmt: skip
+
+
+def prepare_hostile_inputs(ws: Path) -> None:
+    """The files of the issue-27 cases: names that would inject, sizes past a limit, records
+    with measurements that cannot be, binary files where JSON belongs."""
+    specs = ws / "specs"
+    # its study is named in the file: the spec's path itself reaches the batch script
+    (specs / "x\ntouch pwned\n.yaml").write_text(
+        "study: hostile\nfixed: {steps: 10}\ncluster: localhost\n"
+    )
+    (specs / "bad\nname.yaml").write_text("fixed: {lr: -1}\n")
+    (specs / "huge.yaml").write_text("# " + "x" * (1 << 20) + "\nfixed: {steps: 10}\n")
+    (ws / "sp ace").mkdir()
+    (ws / "sp ace" / "ok.yaml").write_text("fixed: {steps: 10}\ncluster: localhost\n")
+    fake = ws / "fakebin"
+    fake.mkdir()
+    (fake / "python").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "python").chmod(0o755)
+    (specs / "resume.yaml").write_text("fixed: {steps: 10}\ncluster: localhost\n")
+    kept = [json.dumps(_record("single-0000000000-r1", 0.05)), "garbage {not json", ""]
+    (specs / "resume").mkdir()
+    (specs / "resume" / "results.jsonl").write_text("\n".join(kept))
+    odd = [
+        _record("odd0", 0.01, samples_per_s=math.inf),
+        _record("odd1", 0.02, step_s_median=math.nan),
+        _record("odd2", 0.03, epoch_s=-3.0),
+    ]
+    (ws / "records" / "odd.jsonl").write_text("".join(json.dumps(r) + "\n" for r in odd))
+    (ws / "binary.jsonl").write_bytes(bytes(range(256)) * 4)
+    (ws / "binary.json").write_bytes(bytes(range(256)) * 4)
+    (ws / "list.json").write_text("[1, 2]\n")
 
 
 @dataclass
@@ -478,6 +658,8 @@ class Outcome:
 
     def problems(self) -> list[str]:
         found = []
+        if self.case.says and self.case.says not in self.stdout + self.stderr:
+            found.append(f"does not say {self.case.says!r}")
         if self.traceback:
             found.append("a traceback")
         if self.returncode != self.case.status:

@@ -16,8 +16,14 @@ def outcomes(tmp_path_factory):
 
 def test_the_table_covers_every_command():
     commands = {case.name.split()[0] for case in CASES}
-    assert {"train", "sweep", "report", "compare", "predict", "cluster"} <= commands
-    assert len(CASES) >= 120
+    assert {"train", "sweep", "submit", "report", "compare", "predict", "model", "cluster"} <= (
+        commands
+    )
+    assert len(CASES) >= 270
+
+
+def test_no_bad_input_ends_in_a_traceback(outcomes):
+    assert [name for name, outcome in outcomes.items() if outcome.traceback] == []
 
 
 @pytest.mark.parametrize("name", [case.name for case in CASES])

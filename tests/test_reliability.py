@@ -121,7 +121,7 @@ def test_a_synthetic_run_records_startup_and_warmup_and_skips_evaluation(tmp_pat
     assert record["result"]["test_accuracy"] is None
     assert record["config"]["dataset_source"].startswith("generated per batch")
     assert record["env"]["packages"]["numpy"] == np.__version__
-    asked, _ = run_train([*args, "--steps", "4", "--eval-samples", "16"], out=tmp_path / "e.jsonl")
+    asked, _ = run_train([*args, "--steps", "6", "--eval-samples", "16"], out=tmp_path / "e.jsonl")
     assert asked.returncode == 0
     assert json.loads((tmp_path / "e.jsonl").read_text())["result"]["test_accuracy"] is not None
 
@@ -168,7 +168,7 @@ def test_results_made_unwritable_mid_sweep_stop_it_with_one_line_and_it_resumes(
     spec = tmp_path / "io.yaml"
     spec.write_text(
         f"python: {wrapper}\norder: design\ncluster: localhost\n"
-        "fixed: {arch: single, model: mlp, steps: 4, eval_samples: 50}\n"
+        "fixed: {arch: single, model: mlp, steps: 6, eval_samples: 50}\n"
         "factors: {lr: [0.1, 0.2]}\n"
     )
     try:
@@ -190,11 +190,11 @@ def test_results_made_unwritable_mid_sweep_stop_it_with_one_line_and_it_resumes(
 
 def test_a_sweep_refuses_a_python_that_is_not_there(tmp_path):
     spec = tmp_path / "py.yaml"
-    spec.write_text("python: /nonexistent/python\ncluster: localhost\nfixed: {steps: 4}\n")
+    spec.write_text("python: /nonexistent/python\ncluster: localhost\nfixed: {steps: 6}\n")
     proc = _sweep(spec)
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
-        "archbench sweep: error: the spec's python: /nonexistent/python does not exist; "
+        f"archbench sweep: error: {spec}: python: /nonexistent/python does not exist; "
         "set python: to a Python with archbench"
     )
     assert not (tmp_path / "py").exists()

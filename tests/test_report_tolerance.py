@@ -5,6 +5,7 @@ listed by the sweep; and bad input gets one clear line, exit status 2 and nothin
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -236,3 +237,24 @@ def test_bad_input_gets_one_line_exit_2_and_nothing_written(tmp_path):
     bad_out = _report_command(str(empty), "--out", str(a_file))
     assert bad_out.returncode == 2 and "is not a folder" in bad_out.stderr
     assert not (tmp_path / "out1").exists() and not (empty / "report").exists()
+
+
+def test_measurements_that_cannot_be_are_named_and_left_out(tmp_path):
+    """NaN step time, infinite throughput and a negative epoch: Data quality names each run and
+    field, and no table holds the value."""
+    config = {"arch": "single", "model": "mlp", "dataset": "fashion_mnist", "batch_size": 32}
+    records = []
+    odd = {"samples_per_s": float("inf"), "step_s_median": float("nan"), "epoch_s": -3.0}
+    for index, (field, value) in enumerate(odd.items()):
+        timing = {"samples_per_s": 1000.0, "step_s_median": 0.032, "epoch_s": 60.0, field: value}
+        records.append(
+            {"schema": "archbench.run/2", "run_id": f"odd{index}", "status": "ok", "timing": timing,
+             "config": {**config, "global_batch_size": 32, "lr": 0.01 * (index + 1)}}
+        )  # fmt: skip
+    report = write_report(report_records.write_jsonl(tmp_path / "results.jsonl", records))
+    quality = data_quality(report)
+    assert "odd0: timing.samples_per_s infinite" in quality
+    assert "odd1: timing.step_s_median NaN" in quality
+    assert "odd2: timing.epoch_s negative (-3)" in quality
+    tables = " ".join(p.read_text() for p in (report.markdown.parent / "tables").glob("*.csv"))
+    assert not re.search(r"\binf\b|-3\.0\b|\bnan\b", tables, re.IGNORECASE), tables

@@ -34,7 +34,7 @@ PREFIX = "slt"
 NODES = ["slt1", "slt2"]
 
 
-def _state(cpus: float | None = 0.36, slots: int = 1) -> ClusterState:
+def _state(vcpus: int | None = 1, slots: int = 1) -> ClusterState:
     return ClusterState(
         name="demo",
         status="up",
@@ -46,14 +46,20 @@ def _state(cpus: float | None = 0.36, slots: int = 1) -> ClusterState:
         bridge="ab-nd",
         bridge_address="10.213.7.254",
         nodes=[NodeState("nd1", "10.213.7.1", "ab7n1"), NodeState("nd2", "10.213.7.2", "ab7n2")],
-        cpus_per_node=cpus,
+        dilation=3.0 if vcpus is not None else None,
+        vcpus_per_node=vcpus,
+        cfs_period_us=10_000 if vcpus is not None else None,
     )
 
 
 def test_the_configuration_names_every_node_and_the_controller_on_the_bridge():
-    text = slurm.conf_text(_state(), "headnode")
+    text = slurm.conf_text(_state())
     lines = text.splitlines()
-    assert "SlurmctldHost=headnode(10.213.7.254)" in lines
+    # slurmctld binds to the address its host name resolves to: the bridge's, not 0.0.0.0
+    assert "SlurmctldHost=ndctld(10.213.7.254)" in lines
+    assert "CommunicationParameters=NoCtldInAddrAny" in lines
+    assert "SlurmdUser=root" in lines
+    assert f"SlurmUser={slurm.account('slurm') or 'root'}" in lines
     assert "SlurmctldPort=6907" in lines
     assert "NodeName=nd1 NodeAddr=10.213.7.1 CPUs=1 State=UNKNOWN" in lines
     assert "NodeName=nd2 NodeAddr=10.213.7.2 CPUs=1 State=UNKNOWN" in lines
@@ -72,11 +78,9 @@ def test_the_configuration_names_every_node_and_the_controller_on_the_bridge():
     assert f"AuthInfo=socket={folder}/munge/munge.socket" in lines
 
 
-@pytest.mark.parametrize(
-    "cpus,slots,expected", [(0.36, 1, 1), (1.5, 1, 2), (None, 1, 1), (0.5, 3, 3)]
-)
-def test_a_node_gets_its_budget_rounded_up_and_at_least_its_slots(cpus, slots, expected):
-    assert slurm.node_cpus(_state(cpus, slots)) == expected
+@pytest.mark.parametrize("vcpus,slots,expected", [(1, 1, 1), (2, 1, 2), (None, 1, 1), (1, 3, 3)])
+def test_a_node_gets_its_virtual_cores_and_at_least_its_slots(vcpus, slots, expected):
+    assert slurm.node_cpus(_state(vcpus, slots)) == expected
 
 
 def test_daemons_that_are_not_running_are_named():
@@ -85,12 +89,14 @@ def test_daemons_that_are_not_running_are_named():
     assert slurm.dead_daemons(state) == ["munged", "slurmctld", "slurmd of nd1", "slurmd of nd2"]
 
 
-def test_every_task_gets_the_nodes_idle_wait_variables():
+def test_every_task_gets_the_nodes_library_and_dilation_variables():
     text = slurm.task_prolog_text(
-        {"LD_PRELOAD": "/x/libnapyield.so", "ARCHBENCH_IDLE_NAP_US": "100"}
-    )
-    assert "echo 'export LD_PRELOAD=/x/libnapyield.so'" in text
-    assert "echo 'export ARCHBENCH_IDLE_NAP_US=100'" in text
+        {"LD_PRELOAD": "/x/libarchbench-node.so", "ARCHBENCH_IDLE_NAP_US": "300",
+         "ARCHBENCH_DILATION": "3"}
+    )  # fmt: skip
+    assert "echo 'export LD_PRELOAD=/x/libarchbench-node.so'" in text
+    assert "echo 'export ARCHBENCH_IDLE_NAP_US=300'" in text
+    assert "echo 'export ARCHBENCH_DILATION=3'" in text
 
 
 def test_the_batch_script_runs_the_sweep_then_the_report(tmp_path):
@@ -175,10 +181,11 @@ def slurm_cluster():
         print(f"skipping the live Slurm tests: {reason}")
         pytest.skip(reason)
     _archbench("cluster", "down", "--name", CLUSTER)  # left by a session that was killed
-    # No CPU budget: the budgets of other clusters on this machine may hold every core.
+    # Dilated nodes (D auto): a job's tasks get the node library and its caps from the task
+    # prolog, as ssh sessions get them from sshd.
     result = _archbench(
         "cluster", "up", "--name", CLUSTER, "--prefix", PREFIX, "--nodes", str(len(NODES)),
-        "--cpus-per-node", "off", "--slurm",
+        "--slurm",
     )  # fmt: skip
     if result.returncode != 0:
         _archbench("cluster", "down", "--name", CLUSTER)
@@ -197,7 +204,7 @@ def test_down_after_a_killed_up_stops_the_daemons_it_had_started():
     _archbench("cluster", "down", "--name", name)
     up = subprocess.Popen(
         [sys.executable, "-m", "archbench.cli", "cluster", "up", "--name", name, "--prefix",
-         "slk", "--nodes", "1", "--cpus-per-node", "off", "--slurm"],
+         "slk", "--nodes", "1", "--dilation", "off", "--slurm"],
         cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -261,6 +268,12 @@ def test_a_study_runs_inside_an_allocation(slurm_cluster, tmp_path):
         assert cluster["slurm_nodelist"] == "slt[1-2]"
         assert set(cluster["hosts"]) <= set(NODES)
         assert record["sweep"]["cluster"] == "slurm"
+        # The job's tasks ran on the nodes' virtual cores, read in virtual time.
+        assert cluster["dilation"] and record["fidelity"]["dilation"] == cluster["dilation"]
+        assert record["fidelity"]["real"]["timing"]["train_s"] == pytest.approx(
+            record["timing"]["train_s"] * cluster["dilation"]
+        )
+        assert all(node["threads"] > 0 for node in record["fidelity"]["nodes"].values())
     ring = next(r for r in records if r["config"]["arch"] == "ring")
     assert sorted(ring["cluster"]["hosts"]) == NODES
 

@@ -36,7 +36,7 @@ def test_a_dead_node_is_named_and_nothing_runs(tmp_path, cluster_with_a_dead_nod
     spec = tmp_path / "dead.yaml"
     spec.write_text(
         f"cluster: {{kind: emulated, name: {NAME}, prefix: {PREFIX}, nodes: 2, manage: false}}\n"
-        "fixed: {arch: ring, workers: 2, model: mlp, steps: 4}\n"
+        "fixed: {arch: ring, workers: 2, model: mlp, steps: 6}\n"
     )
     proc = subprocess.run(
         [sys.executable, "-m", "archbench.cli", "sweep", str(spec)],

@@ -114,7 +114,7 @@ def test_run_ids_are_stable_unique_and_follow_the_configuration(tmp_path):
 
 
 def test_run_order_is_shuffled_by_the_seed_unless_asked_not_to(tmp_path):
-    text = "fixed: {steps: 5}\nfactors: {lr: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}\nseed: %d\norder: %s\n"
+    text = "fixed: {steps: 6}\nfactors: {lr: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}\nseed: %d\norder: %s\n"
     designed = [
         r.config["lr"] for r in build_plan(spec_from(tmp_path, text % (1, "design")), LOCAL4).runs
     ]
@@ -132,7 +132,7 @@ def test_exclude_drops_matching_configurations(tmp_path):
     spec = spec_from(
         tmp_path,
         """
-        fixed: {steps: 5}
+        fixed: {steps: 6}
         factors: {arch: [ring, ps], workers: [2, 3]}
         exclude: [{arch: ps, workers: 3}]
         """,
@@ -273,7 +273,7 @@ def test_refused_combinations_left_out_by_exclude_and_an_unset_level(tmp_path):
     spec = spec_from(
         tmp_path,
         """
-        fixed: {steps: 5, workers: 2}
+        fixed: {steps: 6, workers: 2}
         factors:
           arch: [ring, p2p]
           compression: [none, topk]
@@ -302,3 +302,40 @@ def test_refused_combinations_left_out_by_exclude_and_an_unset_level(tmp_path):
     spec.exclude = spec.exclude[1:]
     with pytest.raises(UsageError, match="--sync-every 8 with --compression topk"):
         build_plan(spec, LOCAL4)
+
+
+def test_design_points_are_counted_and_refused_before_any_is_built(monkeypatch):
+    factors = {name: list(range(1, 11)) for name in ("seed", "batch_size", "eval_every", "threads")}
+    full = design.Design("full_factorial")
+    assert design.count(full, factors) == 10_000
+    assert design.count(design.Design("one_at_a_time"), factors) == 37
+    assert (
+        design.count(design.Design("latin_hypercube", n=7), {"lr": [0.1], "arch": ["a", "b"]}) == 14
+    )
+    factors["probe_every"] = [1, 2]
+    monkeypatch.setattr(design, "full_factorial", lambda f: pytest.fail("built the points"))
+    with pytest.raises(UsageError, match="20,000 design points; a study has at most 10,000"):
+        design.expand(full, factors, seed=1)
+
+
+def test_a_plan_refuses_more_runs_than_the_limit(tmp_path):
+    seeds = str(list(range(100)))
+    spec = spec_from(
+        tmp_path, "fixed: {steps: 6}\nrepetitions: 101\nfactors: {seed: " + seeds + "}"
+    )
+    with pytest.raises(UsageError, match="10,100 runs; a study has at most 10,000"):
+        build_plan(spec, LOCAL4)
+
+
+def test_a_plan_refuses_an_emulated_cluster_this_machine_cannot_build(tmp_path, monkeypatch):
+    """Before any lock or folder (a dry run too): the checks of `cluster up`, on a machine whose
+    cores leave no room for the nodes."""
+    import archbench.launch
+
+    monkeypatch.setattr(archbench.launch, "usable_cores", lambda: 0.25)
+    spec = spec_from(
+        tmp_path, "cluster: {kind: emulated, nodes: 4, name: nosuch-cluster}\nfixed: {steps: 6}"
+    )
+    with pytest.raises(UsageError, match="cannot build the emulated cluster of 4 nodes"):
+        build_plan(spec, FOUR_NODES)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["s.yaml"]

@@ -30,10 +30,14 @@ def sweep_env() -> dict[str, str]:
     return env
 
 
-def sweep(spec: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def sweep(
+    spec: Path, *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`archbench sweep` as a user runs it; `env` adds variables to the sweep's environment."""
     return subprocess.run(
         [sys.executable, "-m", "archbench.cli", "sweep", str(spec), *args],
-        cwd=REPO, env=sweep_env(), capture_output=True, text=True, timeout=timeout,
+        cwd=REPO, env={**sweep_env(), **(env or {})}, capture_output=True, text=True,
+        timeout=timeout,
     )  # fmt: skip
 
 
@@ -237,7 +241,7 @@ def test_retry_failed_replaces_the_failed_record(tmp_path, no_leftovers):
         "retry",
         """
         cluster: localhost
-        fixed: {arch: single, model: cnn, dataset: synthetic, synthetic_shape: 4x4, steps: 5}
+        fixed: {arch: single, model: cnn, dataset: synthetic, synthetic_shape: 4x4, steps: 6}
         """,
     )
     assert sweep(spec).returncode == 0
@@ -286,8 +290,9 @@ def dropping_sshd() -> Iterator[tuple[int, list[int]]]:
         server.close()
 
 
-def launch_spec(tmp_path: Path, name: str, launcher_args: list[str], retries: int) -> Path:
-    """A two-rank ring run with its second rank on REMOTE_HOST."""
+def launch_spec(tmp_path: Path, name: str, retries: int) -> Path:
+    """A two-rank ring run with its second rank on REMOTE_HOST. How mpirun reaches it (its
+    remote shell) is the sweep's environment's to say (OMPI_MCA_plm_rsh_*): a spec may not."""
     hostfile = tmp_path / "hosts.txt"
     hostfile.write_text(f"localhost slots=1\n{REMOTE_HOST} slots=1\n")
     return write_spec(
@@ -296,9 +301,8 @@ def launch_spec(tmp_path: Path, name: str, launcher_args: list[str], retries: in
         f"""
         timeout_s: 120
         launch_retries: {retries}
-        launcher_args: {json.dumps(launcher_args)}
         cluster: {{kind: localhost, slots: 2}}
-        fixed: {{arch: ring, model: mlp, dataset: synthetic, steps: 5, batch_size: 16,
+        fixed: {{arch: ring, model: mlp, dataset: synthetic, steps: 6, batch_size: 16,
                  eval_samples: 100, placement: {hostfile}}}
         """,
     )
@@ -308,10 +312,8 @@ def test_a_run_whose_launcher_never_starts_is_tried_launch_retries_times_more(
     tmp_path, no_leftovers
 ):
     with dropping_sshd() as (port, connections):
-        spec = launch_spec(
-            tmp_path, "nodaemons", ["--mca", "plm_rsh_args", f"-p {port} -o BatchMode=yes"], 2
-        )
-        proc = sweep(spec)
+        spec = launch_spec(tmp_path, "nodaemons", 2)
+        proc = sweep(spec, env={"OMPI_MCA_plm_rsh_args": f"-p {port} -o BatchMode=yes"})
     assert proc.returncode == 0, proc.stderr
     (record,) = results(tmp_path / "nodaemons")
     assert record["status"] == "failed" and record["error"]["type"] == "LaunchFailed"
@@ -344,8 +346,8 @@ def test_a_run_whose_launcher_starts_on_the_second_try_is_recorded_ok(tmp_path, 
             'exec sh -c "$*"\n'
         )
         agent.chmod(0o755)
-        spec = launch_spec(tmp_path, "secondtry", ["--mca", "plm_rsh_agent", str(agent)], 2)
-        proc = sweep(spec)
+        spec = launch_spec(tmp_path, "secondtry", 2)
+        proc = sweep(spec, env={"OMPI_MCA_plm_rsh_agent": str(agent)})
     assert proc.returncode == 0, proc.stderr
     (record,) = results(tmp_path / "secondtry")
     assert record["status"] == "ok", record.get("error")
@@ -461,7 +463,7 @@ def test_a_bandwidth_factor_runs_in_one_block_per_bandwidth(tmp_path):
         "links",
         """
         cluster: {kind: emulated, nodes: 2, name: sweepblocks, prefix: swb}
-        fixed: {steps: 5}
+        fixed: {steps: 6}
         factors:
           arch: [single, ring]
           lr: [0.1, 0.2, 0.3]

@@ -100,7 +100,7 @@ BAD_SPECS = [
     ("factors: {lr: {min: 0.1, max: 0.01}}", "min (0.1) must be below max (0.01)"),
     ("factors: {model: {min: 1, max: 2}}", "a min/max range needs a numeric setting"),
     ("factors: {lr: {min: 0.01, max: 0.1}}\ndesign: full_factorial", "is a range; list its levels"),
-    ("factors: {lr: [0.1]}\ndesign: {random: {n: 0}}", "n must be a positive integer"),
+    ("factors: {lr: [0.1]}\ndesign: {random: {n: 0}}", "n must be an integer in 1..10,000"),
     (
         "factors: {model: [mlp, cnn]}\ndesign: {latin_hypercube: {n: 3}}",
         "needs at least one numeric factor",
@@ -108,12 +108,12 @@ BAD_SPECS = [
     ("factors: {lr: [0.1]}\ndesign: factorial", "design 'factorial' is not one of"),
     ("factors: {lr: [0.1, 0.2]}\ndesign: {one_at_a_time: {base: {lr: 0.3}}}", "base level 0.3"),
     ("factors: {lr: [0.1]}\nexclude: [{lr: 0.5}]", "lr=0.5 is not one of the factor's levels"),
-    ("repetitions: 0", "repetitions must be an integer >= 1"),
+    ("repetitions: 0", "repetitions must be an integer in 1..1,000"),
     ("timeout_s: -5", "timeout_s must be a positive number"),
-    ("launch_retries: -1", "launch_retries must be an integer >= 0, got -1"),
-    ("launch_retries: twice", "launch_retries must be an integer >= 0, got 'twice'"),
+    ("launch_retries: -1", "launch_retries must be an integer in 0..10, got -1"),
+    ("launch_retries: twice", "launch_retries must be an integer in 0..10, got 'twice'"),
     ("cluster: {kind: cloud}", "cluster: kind must be one of"),
-    ("cluster: {kind: localhost, slots: 0}", "slots must be a positive integer"),
+    ("cluster: {kind: localhost, slots: 0}", "slots must be an integer in 1..1,024"),
     ("order: sorted", "order must be one of random, design"),
     ("env: {1BAD: x}", "is not an environment variable name"),
     ("factorz: {lr: [0.1]}", "unknown key 'factorz'"),
@@ -121,6 +121,26 @@ BAD_SPECS = [
     ("factors: [lr]", "factors must map settings to lists of levels"),
     ("- just a list", "a study spec is a mapping"),
     ("factors: {lr: [0.1\n", "not valid YAML"),
+    # the spec is input, not code; sizes have limits (issue 27)
+    ("fixed: {steps: 10}\nfixed: {steps: 20}", "key 'fixed' is given twice"),
+    ('study: "evil\\n"', "study name 'evil\\n'"),
+    ("repetitions: 1000000000", "repetitions must be an integer in 1..1,000"),
+    ("factors: {lr: {min: 0.1, max: 1}}\ndesign: {random: {n: 1000000000}}", "1..10,000"),
+    ("factors: {lr: [0.1, 0.2]}\ndesign: {latin_hypercube: {n: 10001}}", "1..10,000"),
+    ("cluster: {kind: emulated, nodes: 1000}", "nodes must be an integer in 1..64"),
+    ("cluster: {kind: localhost, slots: 100000}", "slots must be an integer in 1..1,024"),
+    ("fixed: {extra_args: [--out, /tmp/elsewhere.jsonl]}", "must not hold --out"),
+    ("fixed: {extra_args: [--ou, /tmp/x]}", "--ou (taken for --out)"),
+    ("factors: {extra_args: [[], [--lr, '1']]}", "give the setting lr"),
+    ("launcher_args: [--mca, plm_rsh_agent, /tmp/x.sh]", "MCA parameter plm_rsh_agent"),
+    ("launcher_args: [--output-filename, /tmp/out]", "'--output-filename' is not an option"),
+    ("launcher_args: [-x, LD_PRELOAD=/tmp/x.so]", "LD_PRELOAD is not a variable a study may set"),
+    ("env: {LD_PRELOAD: /tmp/x.so}", "LD_PRELOAD is not a variable a study may set"),
+    ("env: {PYTHONPATH: /tmp}", "PYTHONPATH is not a variable a study may set"),
+    ("env: {HOROVOD_TIMELINE: /tmp/t.json}", "HOROVOD_TIMELINE is not a variable"),
+    ("python: /bin/sh", "is not a Python interpreter"),
+    ('python: "python3\\n"', "holds a control character"),
+    ("factors: {seed: " + str(list(range(1001))) + "}", "a factor has at most 1,000"),
 ]
 
 
@@ -153,7 +173,7 @@ COMBINATIONS = [
     ),
     ("factors: {model: [mlp, charlm]}\ncluster: localhost", "charlm goes with --dataset text"),
     (
-        "fixed: {steps: 5}\nfactors: {epochs: [1, 2]}\ncluster: localhost",
+        "fixed: {steps: 6}\nfactors: {epochs: [1, 2]}\ncluster: localhost",
         "sets both epochs and steps",
     ),
     (
@@ -169,7 +189,7 @@ COMBINATIONS = [
 
 @pytest.mark.parametrize("text,message", COMBINATIONS, ids=[m for _, m in COMBINATIONS])
 def test_impossible_combinations_stop_the_sweep_before_anything_starts(tmp_path, text, message):
-    spec_path = write(tmp_path, "fixed: {steps: 5}\n" + text if "fixed:" not in text else text)
+    spec_path = write(tmp_path, "fixed: {steps: 6}\n" + text if "fixed:" not in text else text)
     proc = subprocess.run(
         [sys.executable, "-m", "archbench.cli", "sweep", str(spec_path)],
         cwd=REPO, capture_output=True, text=True, timeout=120,

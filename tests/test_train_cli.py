@@ -27,7 +27,7 @@ BAD_INPUT = [
 @pytest.mark.parametrize("args,expected", BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
 def test_bad_input_is_one_line_exit_2_nothing_written(train, tmp_path, args, expected):
     out = tmp_path / "r.jsonl"
-    proc, records = train([*args, "--steps", "5"] if "--steps" not in args else args, out=out)
+    proc, records = train([*args, "--steps", "6"] if "--steps" not in args else args, out=out)
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
@@ -38,7 +38,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(train, tmp_path, args, exp
 @pytest.mark.parametrize("out", ["/nonexistent-folder/r.jsonl", "/proc/version", "DIR"])
 def test_unwritable_out_is_refused_before_training(train, tmp_path, out):
     target = str(tmp_path) if out == "DIR" else out
-    proc, _ = train(["--steps", "5", "--out", target])
+    proc, _ = train(["--steps", "6", "--out", target])
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--out" in proc.stderr
 

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from archbench.cluster import state
+from archbench.safe_text import one_line
 
 
 def _markers(key: str) -> tuple[str, str]:
@@ -61,7 +62,11 @@ def strip_block(text: str, key: str) -> str:
 
 
 def with_block(text: str, key: str, body: list[str]) -> str:
-    """The text with the block named key (re)placed at the top."""
+    """The text with the block named key (re)placed at the top. The key and every line are one
+    line each (UsageError otherwise), so a block never holds more lines than it was given."""
+    one_line(key, "block name")
+    for line in body:
+        one_line(line, "line")
     begin, end = _markers(key)
     block = begin + "".join(line + "\n" for line in body) + end
     return block + strip_block(text, key)

@@ -16,9 +16,8 @@ after an `up` that was killed before it saved their pids.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import socket
+import pwd
 import subprocess
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from archbench.cluster.network import terminate
 from archbench.cluster.preflight import find_tool
 from archbench.cluster.state import ClusterState
 from archbench.errors import RunFailed, UsageError
+from archbench.safe_text import plain_word
 
 CONF = "slurm.conf"
 CGROUP_CONF = "cgroup.conf"
@@ -43,8 +43,13 @@ TOOLS: dict[str, str] = {
     "scontrol": "slurm-client",
 }
 # slurmctld listens on the host, where the controllers of several clusters may run at once:
-# each takes a port of its own, from the cluster's subnet index (1..250).
+# each takes a port of its own, from the cluster's subnet index (1..250), on the cluster's bridge
+# address only (CommunicationParameters=NoCtldInAddrAny), not on every address of the host.
 CONTROLLER_PORT_BASE = 6900
+# The unprivileged accounts Debian's slurmctld and munge packages create: slurmctld drops to
+# SlurmUser, munged is started as its own. slurmd stays root: it starts job steps as their users.
+SLURM_USER = "slurm"
+MUNGE_USER = "munge"
 SLURMD_PORT = 6818  # every slurmd has a network namespace of its own
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
@@ -74,23 +79,46 @@ def controller_port(state: ClusterState) -> int:
     return CONTROLLER_PORT_BASE + state.subnet_index
 
 
-def controller_host() -> str:
-    """slurmctld runs only where its short host name is the configuration's SlurmctldHost."""
-    return socket.gethostname().split(".")[0]
+def controller_host(state: ClusterState) -> str:
+    """The controller's host name. slurmctld runs only where its host name is SlurmctldHost, and
+    with NoCtldInAddrAny it listens on the address that name resolves to: it runs in a UTS
+    namespace of its own named this, which the cluster's /etc/hosts block maps to the bridge."""
+    return f"{state.prefix}ctld"  # node names are the prefix and a number: never this
 
 
 def node_cpus(state: ClusterState) -> int:
-    """CPUs Slurm gives a node: its budget rounded up (1 without one), at least its slots."""
-    budget = math.ceil(state.cpus_per_node) if state.cpus_per_node else 1
-    return max(budget, state.slots, 1)
+    """CPUs Slurm gives a node: its virtual cores (1 without a total), at least its slots."""
+    return max(state.vcpus_per_node or 1, state.slots, 1)
 
 
 def partition(state: ClusterState) -> str:
     return state.name
 
 
-def conf_text(state: ClusterState, host: str) -> str:
-    directory = state.directory
+def account(name: str) -> str | None:
+    """`name` when that user exists on this machine (None: the daemon runs as root)."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return name
+
+
+def _give_to(path: Path, user: str | None) -> None:
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+def conf_text(state: ClusterState) -> str:
+    """slurm.conf. Every value is one plain word (UsageError otherwise): slurm.conf reads a
+    `Key=value` per line and splits lines at blanks."""
+    directory = Path(plain_word(str(state.directory), "the cluster's folder"))
+    plain_word(state.name, "cluster name")
+    host = plain_word(controller_host(state), "the controller's name")
+    for node in state.nodes:
+        plain_word(node.name, "node name")
+        plain_word(node.address, "node address")
     munge = directory / MUNGE_DIR
     slurm = directory / SLURM_DIR
     lines = [
@@ -98,15 +126,19 @@ def conf_text(state: ClusterState, host: str) -> str:
         f"ClusterName={state.name.lower()}",
         f"SlurmctldHost={host}({state.bridge_address})",
         f"SlurmctldPort={controller_port(state)}",
+        # slurmctld binds to the SlurmctldHost address above: the bridge, reached from the nodes
+        # and the host alone, not every address of the machine.
+        "CommunicationParameters=NoCtldInAddrAny",
         f"SlurmdPort={SLURMD_PORT}",
         "AuthType=auth/munge",
         "CredType=cred/munge",
         f"AuthInfo=socket={munge / 'munge.socket'}",
-        "SlurmUser=root",
+        f"SlurmUser={account(SLURM_USER) or 'root'}",
         "SlurmdUser=root",
+        # the controller's own folder, which SlurmUser owns
         f"StateSaveLocation={slurm / 'ctld'}",
-        f"SlurmctldPidFile={slurm / 'slurmctld.pid'}",
-        f"SlurmctldLogFile={slurm / 'slurmctld.log'}",
+        f"SlurmctldPidFile={slurm / 'ctld' / 'slurmctld.pid'}",
+        f"SlurmctldLogFile={slurm / 'ctld' / 'slurmctld.log'}",
         # %n: the node's name, so the slurmds of one machine keep apart.
         f"SlurmdSpoolDir={slurm / '%n'}",
         f"SlurmdPidFile={slurm / '%n' / 'slurmd.pid'}",
@@ -146,8 +178,12 @@ def cgroup_conf_text() -> str:
 
 
 def task_prolog_text(node_env: dict[str, str]) -> str:
-    """Every task of a job gets what a node's ssh session gets from its sshd: the idle-wait nap."""
-    exports = "".join(f"echo 'export {key}={value}'\n" for key, value in node_env.items())
+    """Every task of a job gets what a node's ssh session gets from its sshd: the node library
+    (idle-wait naps, thread caps) and the dilation."""
+    exports = ""
+    for key, value in node_env.items():
+        assignment = f"{plain_word(key, 'variable')}={plain_word(value, 'its value')}"
+        exports += f"echo 'export {assignment}'\n"
     return (
         "#!/bin/sh\n# Variables every task on an emulated node gets (archbench cluster up --slurm)\n"
         + exports
@@ -187,12 +223,15 @@ def start(
     # munged wants its socket's folder open to all, and its key readable by its owner only.
     munge.mkdir(mode=0o755, exist_ok=True)
     munge.chmod(0o755)
+    munge_user, slurm_user = account(MUNGE_USER), account(SLURM_USER)
+    _give_to(munge, munge_user)
     (slurm / "ctld").mkdir(parents=True, exist_ok=True)
+    _give_to(slurm / "ctld", slurm_user)
     for node in state.nodes:
         (slurm / node.name).mkdir(exist_ok=True)
-    host = controller_host()
+    host = controller_host(state)
     conf = conf_path(directory)
-    conf.write_text(conf_text(state, host))
+    conf.write_text(conf_text(state))
     (directory / CGROUP_CONF).write_text(cgroup_conf_text())
     prolog = slurm / "task_prolog.sh"
     prolog.write_text(task_prolog_text(node_env))
@@ -200,19 +239,24 @@ def start(
     key = munge / "munge.key"
     _run([find_tool("mungekey") or "mungekey", "--create", f"--keyfile={key}"], "mungekey")
     key.chmod(0o600)
+    _give_to(key, munge_user)
     pids: dict[str, int] = {}
     pids["munged"] = _start_daemon(
         [find_tool("munged") or "munged", "--foreground",
          f"--socket={munge / 'munge.socket'}", f"--key-file={key}",
          f"--pid-file={munge / 'munged.pid'}", f"--log-file={munge / 'munged.log'}",
          f"--seed-file={munge / 'munged.seed'}"],
-        munge / "munged.out",
+        munge / "munged.out", user=munge_user,
     )  # fmt: skip
     _wait_for(lambda: (munge / "munge.socket").exists(), pids["munged"], "munged",
               munge / "munged.out", 10.0)  # fmt: skip
+    # As root, in a UTS namespace named `host` (so it binds to the bridge address); it drops to
+    # SlurmUser itself. `unshare` and `sh` exec in place: the pid is slurmctld's.
     pids["slurmctld"] = _start_daemon(
-        [find_tool("slurmctld") or "slurmctld", "-D", "-f", str(conf)], slurm / "slurmctld.out"
-    )
+        ["unshare", "--uts", "--", "sh", "-c", 'hostname "$1" && shift && exec "$@"', "sh", host,
+         find_tool("slurmctld") or "slurmctld", "-D", "-f", str(conf)],
+        slurm / "slurmctld.out",
+    )  # fmt: skip
     mount = _slurmd_mount_script(cgroup_script, cgroup_version)
     for node in state.nodes:
         log = slurm / f"{node.name}.out"
@@ -226,6 +270,7 @@ def start(
         "controller": f"{host} ({state.bridge_address}:{controller_port(state)})",
         "partition": partition(state),
         "cpus_per_node": node_cpus(state),
+        "users": {"munged": munge_user or "root", "slurmctld": slurm_user or "root"},
         "pids": pids,
     }
     wait_until_idle(state, pids, timeout_s)
@@ -239,7 +284,8 @@ def _run(argv: list[str], what: str) -> None:
         raise RunFailed(f"{what} failed: {detail[-1] if detail else result.returncode}")
 
 
-def _start_daemon(argv: list[str], output: Path) -> int:
+def _start_daemon(argv: list[str], output: Path, user: str | None = None) -> int:
+    """Starts a daemon in the foreground of its own session, as `user` (None: as this process)."""
     with open(output, "ab") as handle:
         process = subprocess.Popen(
             argv,
@@ -249,6 +295,9 @@ def _start_daemon(argv: list[str], output: Path) -> int:
             start_new_session=True,
             close_fds=True,
             cwd="/",
+            user=user,
+            group=pwd.getpwnam(user).pw_gid if user is not None else None,
+            extra_groups=[] if user is not None else None,
         )
     return process.pid
 
@@ -318,7 +367,7 @@ def wait_until_idle(state: ClusterState, pids: dict[str, int], timeout_s: float)
             seen = ", ".join(f"{n} {states.get(n, 'unknown')}" for n in state.node_names)
             raise RunFailed(
                 f"Slurm did not report every node idle within {timeout_s:.0f} s ({seen}); "
-                f"see {slurm}/slurmctld.log and {slurm}/<node>/slurmd.log"
+                f"see {slurm}/ctld/slurmctld.log and {slurm}/<node>/slurmd.log"
             )
         time.sleep(0.3)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from archbench.cluster.cgroups import join_groups
 from archbench.cluster.preflight import find_tool
 from archbench.errors import RunFailed
+from archbench.safe_text import plain_word
 
 CLIENT_KEY = "id_ed25519"
 HOST_KEY = "ssh_host_ed25519_key"
@@ -67,16 +68,23 @@ def remote_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 def sshd_config_text(
     directory: Path, node: str, pid_file: Path, extra_env: dict[str, str] | None = None
 ) -> str:
-    setenv = " ".join(f'"{key}={value}"' for key, value in remote_environment(extra_env).items())
+    """A node's sshd_config. Every value is one plain word (UsageError otherwise): sshd reads a
+    directive per line and splits values at blanks and quotes."""
+    setenv = " ".join(
+        f'"{plain_word(key, "variable")}={plain_word(value, f"the value of {key}")}"'
+        for key, value in remote_environment(extra_env).items()
+    )
+    folder = plain_word(str(directory), "the cluster's folder")
+    node = plain_word(node, "node name")
     return "\n".join(
         [
             f"# sshd of emulated node {node} (written by `archbench cluster up`)",
             "Port 22",
             "AddressFamily inet",
             "ListenAddress 0.0.0.0",
-            f"HostKey {directory / HOST_KEY}",
-            f"PidFile {pid_file}",
-            f"AuthorizedKeysFile {directory / 'authorized_keys'}",
+            f"HostKey {folder}/{HOST_KEY}",
+            f"PidFile {plain_word(str(pid_file), 'the pid file')}",
+            f"AuthorizedKeysFile {folder}/authorized_keys",
             "PermitRootLogin prohibit-password",
             "PubkeyAuthentication yes",
             "PasswordAuthentication no",

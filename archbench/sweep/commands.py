@@ -8,6 +8,7 @@ servers and the rest are workers (archbench.train's convention), so:
 - `spread`: ranks split as evenly as possible over as many hosts as there are ranks;
 - `dedicated` (ps): the PS ranks alone on the first host, workers spread over the others;
 - `colocated` (ps): the same worker hosts as `dedicated`, with the PS ranks on the first of them;
+- `one-host` (ps): every rank, servers and workers, on the first host (within its slots);
 - any other placement level is a hostfile path, passed to the launcher as it is.
 """
 
@@ -55,7 +56,16 @@ def layout_for(config: dict[str, Any], target: ClusterTarget) -> Layout:
     """Where each rank of this configuration goes; UsageError when the cluster cannot hold it."""
     descriptor = architecture(config["arch"])
     if not descriptor.multi_process:
-        return (HostSlots(target.hosts[0][0], 1),)
+        # The baseline on the first host; its companions one per host after it.
+        ranks = 1 + config.get("companions", 0)
+        if ranks > len(target.hosts) and not target.one_host:
+            raise UsageError(
+                f"configuration {_describe(config)} companions={ranks - 1}: {ranks} hosts needed, "
+                f"the {target.kind} cluster has {len(target.hosts)}"
+            )
+        if target.one_host:
+            return (HostSlots(target.hosts[0][0], ranks),)
+        return tuple(HostSlots(host, 1) for host, _ in target.hosts[:ranks])
     workers = config["workers"]
     num_ps = descriptor.servers(config.get("num_ps"))
     world = descriptor.processes(workers, config.get("num_ps"))
@@ -83,7 +93,9 @@ def layout_for(config: dict[str, Any], target: ClusterTarget) -> Layout:
         return _check_slots(
             list(zip(used, _split(world, len(used)), strict=True)), capacity, config, "spread"
         )
-    # dedicated / colocated: only ps keeps these levels (normalisation drops them elsewhere)
+    # dedicated / colocated / one-host: only ps keeps these levels (normalisation drops them)
+    if placement == "one-host":
+        return _check_slots([(names[0], world)], capacity, config, placement)
     worker_hosts = names[1 : 1 + min(workers, len(names) - 1)]
     shares = _split(workers, len(worker_hosts))
     if placement == "dedicated":

@@ -13,6 +13,7 @@ from typing import Any
 
 from archbench.errors import UsageError
 from archbench.settings import setting
+from archbench.sweep.limits import MAX_DESIGN_POINTS
 from archbench.sweep.spec import Design, Levels, NumericRange
 
 Point = dict[str, Any]
@@ -98,8 +99,32 @@ def one_at_a_time(factors: dict[str, list[Any]], base: Point) -> list[Point]:
     return points
 
 
+def count(design: Design, factors: dict[str, Levels]) -> int:
+    """How many points `expand` gives, computed without building them."""
+    if not factors:
+        return 1
+    if design.kind == "random":
+        return design.n
+    if design.kind == "one_at_a_time":
+        return 1 + sum(len(levels) - 1 for levels in factors.values())  # type: ignore[arg-type]
+    sizes = [
+        len(levels)  # type: ignore[arg-type]
+        for name, levels in factors.items()
+        if design.kind == "full_factorial"
+        or not (isinstance(levels, NumericRange) or setting(name).numeric)
+    ]
+    return math.prod(sizes) * (design.n if design.kind == "latin_hypercube" else 1)
+
+
 def expand(design: Design, factors: dict[str, Levels], seed: int) -> list[Point]:
-    """The design points of a study (no factors: one empty point, i.e. the fixed settings alone)."""
+    """The design points of a study (no factors: one empty point, i.e. the fixed settings alone);
+    UsageError, before any is built, when there would be more than MAX_DESIGN_POINTS."""
+    points = count(design, factors)
+    if points > MAX_DESIGN_POINTS:
+        raise UsageError(
+            f"design {design.kind} gives {points:,} design points; a study has at most "
+            f"{MAX_DESIGN_POINTS:,} (fewer levels, or a random or latin_hypercube design)"
+        )
     if not factors:
         return [{}]
     rng = random.Random(f"design:{seed}")

@@ -20,7 +20,7 @@ from archbench.errors import StopError
 from archbench.hosts import hostfile_text
 from archbench.launch import root_mpi_env
 from archbench.record import now_iso
-from archbench.settings import PLACEMENT_POLICIES
+from archbench.settings import PLACEMENT_POLICIES, SETTINGS
 from archbench.sweep import preflight, records
 from archbench.sweep.commands import (
     default_python,
@@ -31,12 +31,14 @@ from archbench.sweep.commands import (
 from archbench.sweep.emulated import EmulatedCluster
 from archbench.sweep.hosts import resolve_target
 from archbench.sweep.launch_failures import LAUNCH_FAILED
-from archbench.sweep.plan import PlannedRun, StudyPlan, build_plan, describe
+from archbench.sweep.plan import PlannedRun, StudyPlan, build_plan, check_only, describe
 from archbench.sweep.progress import Progress
 from archbench.sweep.runner import GRACE_S, RunningProcess, kill_marked
 from archbench.sweep.spec import StudySpec
 from archbench.sweep.store import ResultStore, StudyLock
 
+# `timeline: true`: the spelling of --timeline that horovodrun lets through to the command.
+TIMELINE_FLAG = SETTINGS["timeline"].alias
 # Variables every rank needs, forwarded to remote ranks with mpirun -x.
 RUN_ENV = {"ARCHBENCH_TRACEBACK": "1", "PYTHONUNBUFFERED": "1"}
 # Before trying again a run whose launcher could not start: time for a busy sshd to catch up.
@@ -109,6 +111,8 @@ class Sweep:
             else:
                 hostfile = str(run_dir / "hostfile.txt")
         train = train_argv(run.config, self.python, str(record_path), run.run_id, self.spec.name)
+        if self.spec.timeline:  # the run's trace beside its record
+            train += [TIMELINE_FLAG, str(run_dir / "timeline.json")]
         forward = [*self.spec.env, *RUN_ENV]
         argv = launch_argv(
             run.config, train, hostfile if run.launched else None, run.world_size,
@@ -137,6 +141,7 @@ class Sweep:
     def run(self) -> int:
         target = resolve_target(self.spec, self.options.cluster)
         self.plan = build_plan(self.spec, target)
+        check_only(self.plan, self.options.only)
         if self.options.dry_run:
             return self._dry_run()
         preflight.check_python(self.python, from_spec=self.spec.python is not None)
@@ -202,7 +207,9 @@ class Sweep:
                 cluster_spec.prefix,
                 owner_file=owner_file,
                 log=self.say,
-                cpus_per_node=cluster_spec.cpus_per_node,
+                dilation=cluster_spec.dilation,
+                vcpus_per_node=cluster_spec.vcpus_per_node,
+                vcpus_per_process=cluster_spec.vcpus_per_process,
                 idle_nap_us=cluster_spec.idle_nap_us,
             )
             self.cluster.check_ready(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,19 +19,38 @@ from archbench.errors import UsageError
 IMPORT_CHECK_TIMEOUT_S = 60.0
 
 
-def check_python(python: str, from_spec: bool) -> None:
-    """The interpreter runs and has archbench; UsageError naming it otherwise."""
-    where = "the spec's python:" if from_spec else "the interpreter"
+# A study's interpreter is a Python: python, python3 or python3.11, say (a venv's bin/python).
+PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?")
+
+
+def _locate(python: str) -> str | None:
+    """The file `python` names (a bare name is looked up on PATH), or None."""
     found = shutil.which(python) if os.sep not in python else python
-    if not found or not os.path.isfile(found):
-        raise UsageError(f"{where} {python} does not exist; set python: to a Python with archbench")
+    return found if found and os.path.isfile(found) else None
+
+
+def interpreter_problem(python: str, from_spec: bool) -> str | None:
+    """What is wrong with `python` as the runs' interpreter, judged without running it (None:
+    nothing). A spec may name only a Python: a program of another name is refused unrun."""
+    found = _locate(python)
+    if found is None:
+        return "does not exist"
     if not os.access(found, os.X_OK):
-        raise UsageError(
-            f"{where} {python} is not executable; set python: to a Python with archbench"
-        )
+        return "is not executable"
+    if from_spec and not PYTHON_NAME.fullmatch(os.path.basename(found)):
+        return "is not a Python interpreter (a program named python, python3 or python3.N)"
+    return None
+
+
+def check_python(python: str, from_spec: bool) -> None:
+    """The interpreter is a Python and has archbench; UsageError naming it otherwise."""
+    where = "the spec's python:" if from_spec else "the interpreter"
+    problem = interpreter_problem(python, from_spec)
+    if problem:
+        raise UsageError(f"{where} {python} {problem}; set python: to a Python with archbench")
     try:
         probe = subprocess.run(
-            [found, "-c", "import archbench; print('archbench importable')"],
+            [_locate(python) or python, "-c", "import archbench; print('archbench importable')"],
             capture_output=True,
             text=True,
             timeout=IMPORT_CHECK_TIMEOUT_S,

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from archbench.errors import UsageError
 from archbench.hosts import HostSlots
 
-_COUNT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+_COUNT = re.compile(r"(\d+)(?:\(x(\d+)\))?")
 # Slots come from the first of these that is set: tasks first (one rank per task), then CPUs.
 SLOT_VARIABLES = ("SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE")
 
@@ -24,7 +24,7 @@ def parse_counts(text: str, num_hosts: int | None = None) -> list[int]:
     """Expands Slurm's per-node counts: '2(x3),1' -> [2, 2, 2, 1]; '4' on 3 hosts -> [4, 4, 4]."""
     counts: list[int] = []
     for part in text.strip().split(","):
-        match = _COUNT.match(part.strip())
+        match = _COUNT.fullmatch(part.strip())
         if not match:
             raise UsageError(f"cannot read Slurm per-node count {text!r} (expected e.g. 2(x3),1)")
         value, repeat = int(match.group(1)), int(match.group(2) or 1)
@@ -45,7 +45,7 @@ def expand_nodelist(text: str) -> list[str]:
     """
     hosts: list[str] = []
     for item in _split_top_level(text.strip()):
-        match = re.match(r"^([^\[\]]*)\[([^\]]+)\]([^\[\]]*)$", item)
+        match = re.fullmatch(r"([^\[\]]*)\[([^\]]+)\]([^\[\]]*)", item)
         if not match:
             if "[" in item or "]" in item or not item:
                 raise UsageError(f"cannot read Slurm node list {text!r}")

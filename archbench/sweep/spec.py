@@ -15,11 +15,17 @@ from typing import Any
 
 from archbench.errors import UsageError
 from archbench.settings import LevelError, setting
+from archbench.sweep import allowed, limits
 
 DESIGN_KINDS = ("full_factorial", "random", "latin_hypercube", "one_at_a_time")
 CLUSTER_KINDS = ("auto", "localhost", "emulated", "slurm")
 ORDERS = ("random", "design")
-_STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# How a study's `single` baseline runs beside a `workers` factor: alone on one host, or loaded
+# (with workers - 1 companions training at the same time on other hosts, as a W-worker job
+# loads the machine); auto: loaded on the emulated cluster, whose nodes share one machine.
+BASELINE_LOADS = ("auto", "alone", "loaded")
+# The whole name (fullmatch): it names the results folder and the Slurm job.
+_STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _TOP_KEYS = {
     "study",
     "description",
@@ -27,6 +33,7 @@ _TOP_KEYS = {
     "repetitions",
     "seed_per_repetition",
     "order",
+    "baseline_load",
     "timeout_s",
     "timeouts",
     "launch_retries",
@@ -38,10 +45,11 @@ _TOP_KEYS = {
     "factors",
     "design",
     "exclude",
+    "timeline",
 }
 _CLUSTER_KEYS = {
-    "kind", "slots", "nodes", "bandwidth", "manage", "name", "prefix", "cpus_per_node",
-    "idle_nap_us",
+    "kind", "slots", "nodes", "bandwidth", "manage", "name", "prefix", "dilation",
+    "vcpus_per_node", "vcpus_per_process", "idle_nap_us",
 }  # fmt: skip
 
 
@@ -86,9 +94,11 @@ class ClusterSpec:
     manage: bool = True  # emulated: bring it up when down, and down again at the end
     name: str = "emulated"  # emulated: the cluster's name (archbench cluster up --name)
     prefix: str = "node"  # emulated: node names are <prefix>1..<prefix>N
-    # emulated: each node's CPU budget when the sweep brings the cluster up (None: the fair
-    # share; "off": none)
-    cpus_per_node: float | str | None = None
+    # emulated: the time dilation when the sweep brings the cluster up (None: auto; "off": no
+    # caps) and the virtual cores per node (None: no total)
+    dilation: float | str | None = None
+    vcpus_per_node: int | None = None
+    vcpus_per_process: int | None = None
     # emulated: how long an idle wait on a node sleeps instead of spinning (None: the default)
     idle_nap_us: int | None = None
 
@@ -109,6 +119,7 @@ class StudySpec:
     repetitions: int = 1
     seed_per_repetition: bool = True
     order: str = "random"
+    baseline_load: str = "auto"
     timeout_s: float = 600.0
     timeouts: list[TimeoutRule] = field(default_factory=list)
     launch_retries: int = 2  # tries again of a run whose launcher could not start (no rank ran)
@@ -120,6 +131,7 @@ class StudySpec:
     factors: dict[str, Levels] = field(default_factory=dict)
     design: Design = field(default_factory=lambda: Design("full_factorial"))
     exclude: list[dict[str, Any]] = field(default_factory=list)
+    timeline: bool = False  # a --timeline trace per run, beside its record
 
     def timeout_for(self, config: dict[str, Any]) -> float:
         """The first matching rule's timeout, else the study's."""
@@ -139,7 +151,11 @@ def load_spec(
     if not spec_path.is_file():
         raise UsageError(f"{path}: no such study spec")
     try:
-        raw = yaml.safe_load(spec_path.read_text())
+        if spec_path.stat().st_size > limits.MAX_SPEC_BYTES:
+            raise UsageError(
+                f"{path}: a study spec is at most {limits.MAX_SPEC_BYTES:,} bytes; this is not one"
+            )
+        raw = yaml.load(spec_path.read_text(), Loader=_unique_keys_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -148,6 +164,28 @@ def load_spec(
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read ({exc})") from None
     return parse_spec(raw, spec_path, results_root)
+
+
+def _unique_keys_loader() -> type:
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error (PyYAML
+    keeps the last one silently, so `fixed:` written twice would lose the first)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if not isinstance(key, str | int | float | bool):
+                    continue  # not hashable: PyYAML's own check refuses it
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice; keep one", key_node.start_mark
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
 def parse_spec(
@@ -164,20 +202,26 @@ def parse_spec(
         )
 
     name = str(raw.get("study") or spec_path.stem)
-    if not _STUDY_NAME.match(name):
-        raise UsageError(f"{where}: study name {name!r} must be letters, digits, '_', '-' or '.'")
+    if not _STUDY_NAME.fullmatch(name):
+        raise UsageError(
+            f"{where}: study name {name!r} must be 1-100 letters, digits, '_', '-' or '.' "
+            "(starting with a letter or digit)"
+        )
     root = Path(results_root) if results_root is not None else spec_path.parent
     spec = StudySpec(name=name, path=spec_path, results_dir=root / name)
     spec.description = str(raw.get("description") or "")
-    spec.seed = _int(raw, "seed", 1, where, minimum=0)
-    spec.repetitions = _int(raw, "repetitions", 1, where, minimum=1)
+    spec.seed = _int(raw, "seed", 1, where, minimum=0, maximum=setting("seed").maximum)
+    spec.repetitions = _int(raw, "repetitions", 1, where, 1, limits.MAX_REPETITIONS)
     spec.seed_per_repetition = _bool(raw, "seed_per_repetition", True, where)
     spec.order = _choice(raw, "order", "random", ORDERS, where)
+    spec.baseline_load = _choice(raw, "baseline_load", "auto", BASELINE_LOADS, where)
     spec.timeout_s = _positive_number(raw.get("timeout_s", 600), "timeout_s", where)
     spec.timeouts = _timeouts(raw.get("timeouts"), where)
-    spec.launch_retries = _int(raw, "launch_retries", 2, where, minimum=0)
-    spec.launcher_args = _words(raw.get("launcher_args", []), "launcher_args", where)
-    spec.python = str(raw["python"]) if raw.get("python") else None
+    spec.launch_retries = _int(raw, "launch_retries", 2, where, 0, limits.MAX_LAUNCH_RETRIES)
+    spec.launcher_args = allowed.check_launcher_args(
+        _words(raw.get("launcher_args", []), "launcher_args", where), where
+    )
+    spec.python = _python(raw.get("python"), where)
     spec.env = _env(raw.get("env"), where)
     spec.cluster = _cluster(raw.get("cluster"), where)
     spec.fixed = _fixed(raw.get("fixed"), where)
@@ -187,6 +231,7 @@ def parse_spec(
         raise UsageError(f"{where}: {overlap[0]!r} is both fixed and a factor; keep one")
     spec.design = _design(raw.get("design", "full_factorial"), spec.factors, where)
     spec.exclude = _exclude(raw.get("exclude"), spec, where)
+    spec.timeline = _bool(raw, "timeline", False, where)
     for rule in spec.timeouts:
         _check_known_values(rule.when, spec, f"{where}: timeouts")
     if "epochs" in spec.fixed and "steps" in spec.fixed:
@@ -197,10 +242,31 @@ def parse_spec(
 # --------------------------------------------------------------------------- pieces
 
 
-def _int(raw: dict, key: str, default: int, where: str, minimum: int) -> int:
+def _int(raw: dict, key: str, default: int, where: str, minimum: int, maximum: float) -> int:
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UsageError(f"{where}: {key} must be an integer >= {minimum}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise UsageError(
+            f"{where}: {key} must be an integer in {minimum:,}..{int(maximum):,}, got {value!r}"
+        )
+    return value
+
+
+def _python(value: Any, where: str) -> str | None:
+    """The interpreter of the runs: a Python (checked here without running it; that it imports
+    archbench is checked before the first run)."""
+    if value is None or value == "":
+        return None
+    from archbench.safe_text import one_line
+    from archbench.sweep.preflight import interpreter_problem
+
+    if not isinstance(value, str):
+        raise UsageError(f"{where}: python must be the path of a Python interpreter, got {value!r}")
+    one_line(value, f"{where}: python:")
+    problem = interpreter_problem(value, from_spec=True)
+    if problem:
+        raise UsageError(
+            f"{where}: python: {value} {problem}; set python: to a Python with archbench"
+        )
     return value
 
 
@@ -243,8 +309,7 @@ def _env(value: Any, where: str) -> dict[str, str]:
         raise UsageError(f"{where}: env must map variable names to values, got {value!r}")
     env = {}
     for key, text in value.items():
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(key)):
-            raise UsageError(f"{where}: env: {key!r} is not an environment variable name")
+        allowed.check_variable(str(key), f"{where}: env")
         if isinstance(text, dict | list) or text is None:
             raise UsageError(f"{where}: env: {key} must be a single value, got {text!r}")
         env[str(key)] = str(text).lower() if isinstance(text, bool) else str(text)
@@ -264,10 +329,12 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
             f"{where}: cluster: unknown key {unknown[0]!r} (known: {', '.join(sorted(_CLUSTER_KEYS))})"
         )
     kind = _choice(value, "kind", "auto", CLUSTER_KINDS, f"{where}: cluster")
+    from archbench.cluster.spec import MAX_NODES, NAME_PATTERN, PREFIX_PATTERN
+
     slots = value.get("slots")
-    if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or slots < 1):
-        raise UsageError(f"{where}: cluster: slots must be a positive integer, got {slots!r}")
-    nodes = _int(value, "nodes", 2, f"{where}: cluster", minimum=1)
+    if slots is not None:
+        slots = _int(value, "slots", 1, f"{where}: cluster", 1, limits.MAX_SLOTS)
+    nodes = _int(value, "nodes", 2, f"{where}: cluster", 1, MAX_NODES)
     bandwidth = value.get("bandwidth")
     if bandwidth is not None:
         try:
@@ -277,18 +344,27 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
     manage = _bool(value, "manage", True, f"{where}: cluster")
     name = str(value.get("name", "emulated"))
     prefix = str(value.get("prefix", "node"))
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$", name) or not re.match(
-        r"^[a-z][a-z-]{0,9}$", prefix
-    ):
+    if not NAME_PATTERN.fullmatch(name) or not PREFIX_PATTERN.fullmatch(prefix):
         raise UsageError(
             f"{where}: cluster: name must be 1-40 letters, digits, '.', '_', '-' and prefix 1-10 lower-case letters"
         )
-    cpus = value.get("cpus_per_node")
-    if cpus is not None:
-        from archbench.cluster.spec import parse_cpus_per_node
+    if "cpus_per_node" in value:
+        raise UsageError(
+            f"{where}: cluster: cpus_per_node is gone: nodes are capped by time dilation "
+            "(dilation: auto | a factor | off, vcpus_per_node: V)"
+        )
+    dilation = value.get("dilation")
+    vcpus = value.get("vcpus_per_node")
+    per_process = value.get("vcpus_per_process")
+    for key, count in (("vcpus_per_node", vcpus), ("vcpus_per_process", per_process)):
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
+            raise UsageError(f"{where}: cluster: {key} {count!r} must be a whole number")
+    if dilation is not None or vcpus is not None or per_process is not None:
+        from archbench.cluster import dilation as dilation_of
+        from archbench.launch import usable_cores
 
-        try:
-            parse_cpus_per_node(str(cpus), nodes)  # a positive number of CPUs, or "off"
+        try:  # a factor >= 1, auto or off, that fits this machine
+            dilation_of.parse(dilation, nodes, vcpus, usable_cores(), None, per_process)
         except UsageError as exc:
             raise UsageError(f"{where}: cluster: {exc}") from None
     nap_us = value.get("idle_nap_us")
@@ -308,7 +384,9 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
         manage=manage,
         name=name,
         prefix=prefix,
-        cpus_per_node=cpus,
+        dilation=dilation,
+        vcpus_per_node=vcpus,
+        vcpus_per_process=per_process,
         idle_nap_us=nap_us,
     )
 
@@ -354,6 +432,10 @@ def _factors(value: Any, where: str) -> dict[str, Levels]:
         if not isinstance(levels, list) or not levels:
             raise UsageError(
                 f"{context}: give a non-empty list of levels (or min:/max: for a numeric range)"
+            )
+        if len(levels) > limits.MAX_LEVELS:
+            raise UsageError(
+                f"{context}: {len(levels):,} levels; a factor has at most {limits.MAX_LEVELS:,}"
             )
         coerced = [_coerce(name, level, f"{where}: factors") for level in levels]
         seen: list[Any] = []
@@ -408,8 +490,10 @@ def _design(value: Any, factors: dict[str, Levels], where: str) -> Design:
         if unknown:
             raise UsageError(f"{context}: unknown option {unknown[0]!r} (known: n)")
         n = options.get("n")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise UsageError(f"{context}: n must be a positive integer, got {n!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= limits.MAX_DESIGN_POINTS:
+            raise UsageError(
+                f"{context}: n must be an integer in 1..{limits.MAX_DESIGN_POINTS:,}, got {n!r}"
+            )
         if kind == "latin_hypercube" and not any(
             isinstance(levels, NumericRange) or setting(name).numeric
             for name, levels in factors.items()
@@ -446,8 +530,11 @@ def _design(value: Any, factors: dict[str, Levels], where: str) -> Design:
 def _timeouts(value: Any, where: str) -> list[TimeoutRule]:
     if value is None:
         return []
-    if not isinstance(value, list):
-        raise UsageError(f"{where}: timeouts must be a list of {{when: {{...}}, timeout_s: N}}")
+    if not isinstance(value, list) or len(value) > limits.MAX_RULES:
+        raise UsageError(
+            f"{where}: timeouts must be a list of at most {limits.MAX_RULES:,} "
+            "{when: {...}, timeout_s: N} rules"
+        )
     rules = []
     for item in value:
         if (
@@ -471,8 +558,15 @@ def _timeouts(value: Any, where: str) -> list[TimeoutRule]:
 def _exclude(value: Any, spec: StudySpec, where: str) -> list[dict[str, Any]]:
     if value is None:
         return []
-    if not isinstance(value, list) or not all(isinstance(item, dict) and item for item in value):
-        raise UsageError(f"{where}: exclude must be a list of {{factor: level, ...}} patterns")
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(item, dict) and item for item in value)
+        or len(value) > limits.MAX_RULES
+    ):
+        raise UsageError(
+            f"{where}: exclude must be a list of at most {limits.MAX_RULES:,} "
+            "{factor: level, ...} patterns"
+        )
     patterns = []
     for item in value:
         pattern = {

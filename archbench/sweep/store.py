@@ -36,6 +36,7 @@ class ResultStore:
         self._lock_path = self.dir / ".results.lock"
         self.records: dict[str, dict[str, Any]] = {}
         self.skipped_lines = 0
+        self._said: set[str] = set()  # the lines that are not records, said once per driver
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -64,8 +65,13 @@ class ResultStore:
         )  # a tail without newline is not a record yet
         self.skipped_lines = len(lines.bad)
         for where in lines.bad:
+            if where in self._said:
+                continue  # the file is read again before every write
+            self._said.add(where)
             print(
-                f"archbench sweep: {self.dir / where}: not a JSON record, ignored", file=sys.stderr
+                f"archbench sweep: {self.dir / where}: not a JSON record; left in place and "
+                "ignored (delete that line to clear this message)",
+                file=sys.stderr,
             )
         self.records = {
             r["run_id"]: r for r in lines.records if isinstance(r.get("run_id"), str)

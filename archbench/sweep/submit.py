@@ -20,12 +20,14 @@ from pathlib import Path
 
 from archbench.errors import StopError, UsageError
 from archbench.hosts import HostSlots
+from archbench.safe_text import one_line, plain_word
+from archbench.sweep import preflight
 from archbench.sweep.hosts import ClusterTarget
 from archbench.sweep.spec import StudySpec, load_spec
 
 # Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
-_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^(\d+-\d+)$")
-_PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|\d+-\d+")
+_PARTITION = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,7 +68,7 @@ def nodes_needed(spec: StudySpec) -> int:
 
 
 def check_time(text: str | None) -> None:
-    if text is not None and not _TIME.match(text.strip()):
+    if text is not None and not _TIME.fullmatch(text):
         raise UsageError(
             f"--time {text!r} is not a Slurm time limit (minutes, HH:MM:SS, or D-HH:MM:SS)"
         )
@@ -99,7 +101,7 @@ def partitions(env: dict[str, str] | None = None) -> list[str]:
 def check_partition(name: str | None, env: dict[str, str] | None = None) -> None:
     if name is None:
         return
-    if not _PARTITION.match(name):
+    if not _PARTITION.fullmatch(name):
         raise UsageError(f"--partition {name!r} is not a partition name")
     known = partitions(env)
     if name not in known:
@@ -120,14 +122,17 @@ def script_text(
     python: str,
     workdir: Path,
 ) -> str:
-    results = spec.results_dir.resolve()
-    spec_path = Path(spec.path).resolve()
-    package_root = Path(__file__).resolve().parents[2]
+    """The batch script. Every path in it is checked first (UsageError naming it): sbatch reads an
+    `#SBATCH` line's value as plain words, and a line break anywhere would start a command."""
+    results = plain_word(str(spec.results_dir.resolve()), "the study's results folder")
+    spec_path = one_line(str(Path(spec.path).resolve()), "the study spec's path")
+    package_root = one_line(str(Path(__file__).resolve().parents[2]), "archbench's folder")
+    one_line(python, "the interpreter")
     options = [
-        f"--job-name=archbench-{spec.name}",
+        f"--job-name=archbench-{plain_word(spec.name, 'the study name')}",
         f"--nodes={nodes}",
         f"--output={results}/slurm-%j.out",
-        f"--chdir={workdir}",
+        f"--chdir={plain_word(str(workdir), 'the working folder')}",
     ]
     if partition:
         options.append(f"--partition={partition}")
@@ -138,15 +143,14 @@ def script_text(
         "#!/bin/bash",
         *(f"#SBATCH {option}" for option in options),
         f"# Study {spec.name}: its runs on the allocated nodes, then its report.",
-        f"# Written by `archbench submit {spec.path}`; submit it again (or run that command again)",
-        "# to resume the study: finished runs are kept and not run twice.",
+        f"# Written by `archbench submit {quoted(str(spec.path))}`. Submit it again (or run that",
+        "# command again) to resume the study: finished runs are kept and not run twice.",
         "set -u",
-        f"export PYTHONPATH={quoted(str(package_root))}${{PYTHONPATH:+:$PYTHONPATH}}",
+        f"export PYTHONPATH={quoted(package_root)}${{PYTHONPATH:+:$PYTHONPATH}}",
         'echo "archbench: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
         "sweep=0 report=0",
-        f"{quoted(python)} -m archbench.cli sweep {quoted(str(spec_path))} --cluster slurm "
-        "|| sweep=$?",
-        f"{quoted(python)} -m archbench.cli report {quoted(str(results))} || report=$?",
+        f"{quoted(python)} -m archbench.cli sweep {quoted(spec_path)} --cluster slurm || sweep=$?",
+        f"{quoted(python)} -m archbench.cli report {quoted(results)} || report=$?",
         '[ "$sweep" -ne 0 ] && exit "$sweep"',
         'exit "$report"',
     ]
@@ -163,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
     if args.partition is not None:
         check_partition(args.partition)
     python = spec.python or sys.executable or "python3"
+    preflight.check_python(python, from_spec=spec.python is not None)
     text = script_text(spec, nodes, args.partition, args.time, python, Path.cwd())
     path = script_path(spec)
     try:

@@ -1,0 +1,29 @@
+"""Where a command writes its files (a report, figures, a fit): checked for real before any work.
+
+A folder the user names with --out may not exist yet, or be one nobody may write in (`/sys`, a
+read-only mount). As root, os.access says yes to nearly everything, so the check makes (and
+removes) a scratch folder in the deepest folder that exists, the one the command's own files would
+go in or below.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def folder_problem(folder: str | os.PathLike[str]) -> str | None:
+    """Why files could not be written in `folder` (made when missing) now, or None. Leaves
+    nothing behind."""
+    existing = Path(os.path.abspath(folder))
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    try:
+        probe = tempfile.mkdtemp(dir=existing, prefix=".archbench-probe-")
+    except OSError as exc:
+        return f"{exc.strerror or exc} (in {existing})"
+    os.rmdir(probe)
+    return None
