@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from archbench.errors import OneLineArgumentParser, StopError, UsageError
+from archbench.safe_text import shown
 
 # subcommand -> module that registers it
 SUBCOMMANDS: dict[str, str] = {
@@ -23,6 +24,7 @@ SUBCOMMANDS: dict[str, str] = {
     "submit": "archbench.sweep.submit",
     "report": "archbench.analysis.cli",
     "compare": "archbench.analysis.compare",
+    "timeline": "archbench.timeline.cli",
     "microbench": "archbench.perfmodel.measure.microbench",
     "predict": "archbench.perfmodel.model.cli_predict",
     "model": "archbench.perfmodel.fit.cli_model",
@@ -60,10 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"archbench {args.command}: error: {exc}", file=sys.stderr)
+        print(f"archbench {args.command}: error: {shown(str(exc))}", file=sys.stderr)
         return UsageError.exit_code
     except StopError as exc:
-        print(f"archbench {args.command}: error: {exc}", file=sys.stderr)
+        print(f"archbench {args.command}: error: {shown(str(exc))}", file=sys.stderr)
         return StopError.exit_code
     except KeyboardInterrupt:
         print(f"archbench {args.command}: interrupted", file=sys.stderr)

@@ -1,7 +1,7 @@
 """The run record's single owner: schema (`schema`), builder (`build`), reader and writer (`io`),
 typed accessors (`view`) and what it says about the machine (`env`). See README, 'Run record'."""
 
-from archbench.record.build import build_record, cluster_section
+from archbench.record.build import build_record, cluster_section, in_virtual_time
 from archbench.record.env import (
     cpu_model,
     environment,
@@ -44,6 +44,7 @@ __all__ = [
     "cpu_model",
     "environment",
     "git_commit",
+    "in_virtual_time",
     "latest_per_run",
     "load_average",
     "migrate",

@@ -72,6 +72,11 @@ class RunRecord:
         return int(self.cluster.get("num_ps") or self.config.get("num_ps") or 0)
 
     @property
+    def multi_process(self) -> bool:
+        """Whether the architecture runs workers under a launcher (not a one-process baseline)."""
+        return self.arch in ARCHS and ARCHS[self.arch].multi_process
+
+    @property
     def workers(self) -> float | None:
         """cluster.num_workers, else counted from roles, else world size less servers, else 1
         for the single-process baseline."""
