@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cluster_fixture import EmulatedCluster, emulated_cluster, run_launcher
 
-from archbench.analysis.fidelity import drift_table, fidelity_notes
+from archbench.analysis.fidelity import drift_table, fidelity_notes, oversubscribed
 from archbench.analysis.load import load_study
 
 __all__ = ["emulated_cluster"]  # the session fixture
@@ -102,17 +102,18 @@ def test_fidelity_check_flags_an_oversubscribed_run_and_tells_it_from_a_faithful
     emulated_cluster: EmulatedCluster, tmp_path: Path
 ) -> None:
     out = tmp_path / "fidelity.jsonl"
-    node1, node2 = emulated_cluster.nodes[:2]
+    node1, node2, node3 = emulated_cluster.nodes[:3]
     common = ["--model", "cnn", "--batch-size", "32", "--steps", "64", "--probe-every", "3",
               "--threads", "1", "--eval-samples", "200", "--out", str(out)]  # fmt: skip
+    # D was chosen for one busy thread per node. Eight ranks on the three nodes (each within
+    # its node's virtual cores) want 8/D of a core: more than the machine has, so each thread
+    # gets less than its cap and waits for a core.
+    crowd = f"{node1}:3,{node2}:3,{node3}:2"
     runs = {
         "baseline": _mpirun(node1, 1, "--arch", "single", "--run-id", "baseline", *common),
-        # Another node with the same budget: it must compute alike.
+        # Another node with the same caps: it must compute alike.
         "faithful": _mpirun(node2, 1, "--arch", "single", "--run-id", "faithful", *common),
-        # Two ranks on one node of one virtual core: each gets half of it.
-        "oversubscribed": _mpirun(
-            f"{node1}:2", 2, "--arch", "p2p", "--run-id", "oversubscribed", *common
-        ),
+        "oversubscribed": _mpirun(crowd, 8, "--arch", "p2p", "--run-id", "oversubscribed", *common),
     }
     for name, command in runs.items():
         result = run_launcher(command, timeout_s=300)
@@ -130,6 +131,8 @@ def test_fidelity_check_flags_an_oversubscribed_run_and_tells_it_from_a_faithful
     drift = table["drift"]
     assert drift["oversubscribed"] > 0.5, table
     assert drift["oversubscribed"] > max(drift["faithful"], drift["baseline"]), table
+    # The machine's side of the check: the crowded run's threads waited for a core.
+    assert "oversubscribed" in set(oversubscribed(study.ok)["run_id"])
     (note,) = [line for line in fidelity_notes(study.ok) if line.startswith("Fidelity")]
     assert "`oversubscribed`" in note
     assert note.index("`oversubscribed`") < min(

@@ -106,7 +106,7 @@ def test_microbench_calibrates_a_study_once_per_kind_of_cluster(tmp_path: Path, 
     spec = tmp_path / "tiny.yaml"
     spec.write_text(
         "study: tiny\ncluster: {kind: localhost, slots: 2}\n"
-        "fixed: {dataset: fashion_mnist, model: mlp, batch_size: 16, steps: 5}\n"
+        "fixed: {dataset: fashion_mnist, model: mlp, batch_size: 16, steps: 8}\n"
         "factors: {arch: [ring, p2p], workers: [2]}\n"
     )
     argv = ["microbench", "--study", str(spec), "--benches", "ps", "--sizes", "8,64K",

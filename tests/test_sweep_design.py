@@ -155,6 +155,9 @@ LAYOUTS = [
     (("ps", 4, 1, "dedicated"), (("node1", 1), ("node2", 2), ("node3", 1), ("node4", 1))),
     (("ps", 4, 2, "dedicated"), (("node1", 2), ("node2", 2), ("node3", 1), ("node4", 1))),
     (("ps", 3, 1, "colocated"), (("node1", 2), ("node2", 1), ("node3", 1))),
+    # every host runs a worker, the first one the server too (no host left idle)
+    (("ps", 4, 1, "colocated"), (("node1", 2), ("node2", 1), ("node3", 1), ("node4", 1))),
+    (("ps", 1, 1, "one-host"), (("node1", 2),)),
 ]
 
 

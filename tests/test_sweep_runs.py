@@ -421,7 +421,7 @@ def test_a_driver_killed_mid_study_loses_and_duplicates_nothing(tmp_path, no_lef
         assert (study / "results.jsonl").read_bytes().count(line) == 1
 
 
-def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
+def test_the_demo_study_covers_every_architecture_and_each_placement(tmp_path):
     spec = copy_spec("demo", tmp_path)
     local = sweep(spec, "--dry-run", "--cluster", "localhost")
     assert local.returncode == 0, local.stderr
@@ -435,7 +435,10 @@ def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
     emulated = sweep(spec, "--dry-run", "--cluster", "emulated")
     assert emulated.returncode == 0, emulated.stderr
     commands = [line for line in emulated.stdout.splitlines() if not line.startswith("#")]
-    assert len(commands) == 27  # (1 single + 2 ring + 2 p2p + 4 ps) x 3 repetitions
+    # (2 single + 2 ring + 2 p2p + 5 ps) x 3 repetitions: the single baseline of W workers
+    # computes beside W - 1 companions; ps on a dedicated host, beside a worker, and (2 workers
+    # only, within a host's 4 virtual cores) every process on one host
+    assert len(commands) == 33
     for words in (
         "--arch single",
         "--arch ring",
@@ -443,7 +446,8 @@ def test_the_demo_study_covers_every_architecture_and_both_placements(tmp_path):
         "--arch ps",
         "--model mlp",
         "--sync",
-        "-np 1 ",  # single runs on a node, inside its CPU budget
+        "--companions 1",
+        "--companions 3",
         "-np 2 ",
         "-np 4 ",
         "-np 3 ",

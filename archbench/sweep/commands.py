@@ -96,13 +96,14 @@ def layout_for(config: dict[str, Any], target: ClusterTarget) -> Layout:
     # dedicated / colocated / one-host: only ps keeps these levels (normalisation drops them)
     if placement == "one-host":
         return _check_slots([(names[0], world)], capacity, config, placement)
-    worker_hosts = names[1 : 1 + min(workers, len(names) - 1)]
-    shares = _split(workers, len(worker_hosts))
     if placement == "dedicated":
+        worker_hosts = names[1 : 1 + min(workers, len(names) - 1)]
+        shares = _split(workers, len(worker_hosts))
         blocks = [(names[0], num_ps), *zip(worker_hosts, shares, strict=True)]
     else:
-        colocated_hosts = names[: len(worker_hosts)]
-        blocks = list(zip(colocated_hosts, shares, strict=True))
+        # Beside worker 0: the workers spread over every host, the servers join the first.
+        worker_hosts = names[: min(workers, len(names))]
+        blocks = list(zip(worker_hosts, _split(workers, len(worker_hosts)), strict=True))
         blocks[0] = (blocks[0][0], blocks[0][1] + num_ps)
     return _check_slots(blocks, capacity, config, placement)
 
