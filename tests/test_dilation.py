@@ -213,3 +213,19 @@ def test_one_host_puts_every_rank_of_a_ps_job_on_the_first_host(tmp_path: Path) 
     assert layouts[("ps", "one-host")] == (("node1", 3),)
     assert layouts[("ps", "dedicated")] == (("node1", 1), ("node2", 1), ("node3", 1))
     assert ("ring", "one-host") not in layouts  # a server placement: ring spreads
+
+
+def test_core_wait_leaves_out_the_time_any_cap_held_a_thread_back() -> None:
+    from archbench.cluster.fidelity import ThreadReading, _thread_figures
+
+    start = {7: ThreadReading(0, 0, 0, 0), 8: ThreadReading(0, 0, 0, 0)}
+    end = {
+        # held back 30 ms by its own cap and 50 ms by its process's: 10 ms left waiting for a core
+        7: ThreadReading(40_000_000, 90_000_000, 30_000_000, 50_000_000),
+        # the scheduler counts throttled time as waiting: all of it explained by the process cap
+        8: ThreadReading(40_000_000, 60_000_000, 0, 70_000_000),
+    }
+    figures = _thread_figures(start, end, window_s=0.2)
+    assert figures["core_wait_s"] == pytest.approx(0.010)
+    assert figures["core_wait_share"] == pytest.approx(0.010 / 0.080)
+    assert figures["throttled_s"] == pytest.approx(0.030)

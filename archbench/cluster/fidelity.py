@@ -70,7 +70,10 @@ def schedstat(tid: int) -> tuple[int, int] | None:
 class ThreadReading:
     run_ns: int
     wait_ns: int
-    throttled_ns: int  # 0 for a thread outside every cap
+    throttled_ns: int  # its own group's cap held it back; 0 for a thread outside every cap
+    # its process's group (vcpu/p<pid>) was held back by the process's cap: when a process's
+    # threads together reach P/D, the process group is throttled, not the thread's own
+    process_throttled_ns: int = 0
 
 
 def machine_times() -> tuple[int, int] | None:
@@ -138,12 +141,21 @@ class FidelityProbe:
     def _threads(self, node: str) -> dict[int, ThreadReading]:
         assert self.hierarchy is not None and self.state is not None
         threads = {}
+        process_throttled: dict[Path, int] = {}  # read once per process group
         for tid, group in cgroups.thread_groups(self.hierarchy, self.state.name, node).items():
             counters = schedstat(tid)
             stats = cgroups.read_stats(group, self.hierarchy)  # its usage: None (cpuacct apart)
+            if group.parent not in process_throttled:
+                process = cgroups.read_stats(group.parent, self.hierarchy)
+                process_throttled[group.parent] = (
+                    int(process["throttled_s"] * 1e9) if process is not None else 0
+                )
             if counters is not None and stats is not None:
                 threads[tid] = ThreadReading(
-                    counters[0], counters[1], int(stats["throttled_s"] * 1e9)
+                    counters[0],
+                    counters[1],
+                    int(stats["throttled_s"] * 1e9),
+                    process_throttled[group.parent],
                 )
         return threads
 
@@ -219,6 +231,7 @@ def _deltas(start: dict[int, ThreadReading], end: dict[int, ThreadReading]) -> l
             after.run_ns - start[tid].run_ns,
             after.wait_ns - start[tid].wait_ns,
             after.throttled_ns - start[tid].throttled_ns,
+            after.process_throttled_ns - start[tid].process_throttled_ns,
         )
         for tid, after in end.items()
         if tid in start
@@ -250,11 +263,22 @@ def _thread_figures(
     deltas = _deltas(start, end)
     run = sum(d.run_ns for d in deltas) / 1e9
     throttled = sum(d.throttled_ns for d in deltas) / 1e9
-    # Runnable, not running, held back neither by its own cap nor by the node's: waiting for a
-    # core. A thread may not have been runnable through all of the node's throttled time, so
-    # this is a lower bound (never negative: the counters are read a moment apart).
+    # Runnable, not running, held back neither by its own cap nor its process's nor the node's:
+    # waiting for a core (the scheduler counts a throttled thread as waiting). A thread may not
+    # have been runnable through all of its process's or node's throttled time, so this is a
+    # lower bound (never negative: the counters are read a moment apart).
     core_wait = (
-        sum(max(0, d.wait_ns - d.throttled_ns - max(0, node_throttled_ns)) for d in deltas) / 1e9
+        sum(
+            max(
+                0,
+                d.wait_ns
+                - d.throttled_ns
+                - max(0, d.process_throttled_ns)
+                - max(0, node_throttled_ns),
+            )
+            for d in deltas
+        )
+        / 1e9
     )
     return {
         "threads": len(deltas),
