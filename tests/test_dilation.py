@@ -62,7 +62,7 @@ def test_steps_are_summarised_over_blocks_of_a_few_periods() -> None:
 
 @pytest.mark.parametrize(
     "nodes, cores, expected",
-    [(2, 2, 1.5), (3, 2, 2.0), (5, 2, 3.0), (4, 16, 1.0)],
+    [(2, 2, 2.5), (3, 2, 4.0), (4, 2, 5.0), (5, 2, 6.0), (4, 16, 1.0)],
 )
 def test_auto_picks_the_smallest_half_step_dilation_that_fits(
     nodes: int, cores: int, expected: float
@@ -70,10 +70,11 @@ def test_auto_picks_the_smallest_half_step_dilation_that_fits(
     chosen = dilation.parse("auto", nodes, None, cores)
     assert chosen is not None and chosen.factor == expected
     assert chosen.vcpus_per_node == 4 and chosen.vcpus_per_process == 1
-    free = cores - dilation.HOST_RESERVE_CPUS
-    assert nodes / chosen.factor <= free + 1e-9
+    # the nodes' capped threads fill at most half the cores left beside the host's reserve
+    usable = (cores - dilation.HOST_RESERVE_CPUS) * dilation.CAPPED_SHARE
+    assert nodes / chosen.factor <= usable + 1e-9
     if expected > 1:  # half a step less would not fit
-        assert nodes / (expected - 0.5) > free
+        assert nodes / (expected - 0.5) > usable
 
 
 def test_explicit_dilation_period_and_quota() -> None:

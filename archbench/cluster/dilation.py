@@ -17,12 +17,13 @@ A process learns D from its node's environment (`ARCHBENCH_DILATION`, set by the
 everywhere else (a real cluster, localhost, an undilated cluster) D is 1 and virtual time is
 real time.
 
-`auto` picks the smallest D for which the nodes' busy threads fit in this machine's cores beside
-a reserve for the host side (the sweep driver, mpirun, the nodes' sshd):
-D = nodes x min(V, busy threads per node) / (cores - reserve), rounded up to a half. The busy
-threads per node are measured (`BUSY_THREADS_PER_NODE`, see its comment). It sizes a cluster for
-the machine alone: clusters that run at the same time share its cores, and every run's record
-says whether its threads waited for one (`archbench.cluster.fidelity`).
+`auto` picks the smallest D for which the nodes' busy threads fill at most half of this machine's
+cores left beside a reserve for the host side (the sweep driver, mpirun, the nodes' sshd):
+D = nodes x min(V, busy threads per node) / ((cores - reserve) x CAPPED_SHARE), rounded up to a
+half. The busy threads per node are measured (`BUSY_THREADS_PER_NODE`, see its comment); the
+other half of the cores is for what a run costs outside every cap (see `CAPPED_SHARE`). It sizes
+a cluster for the machine alone: clusters that run at the same time share its cores, and every
+run's record says whether its threads waited for one (`archbench.cluster.fidelity`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ BUSY_THREADS_PER_NODE = 1.0
 # Cores kept for what runs on the host outside the nodes: the sweep driver, mpirun or
 # horovodrun, the nodes' sshd and the kernel's network work for the shaped links.
 HOST_RESERVE_CPUS = 0.3
+# The share of those cores the nodes' capped threads may fill. The rest serves what a run costs
+# outside every cap: the kernel's work for the shaped links (softirq, charged to no group), orted
+# and sshd, and the nodes' threads waking at the same moment (every rank starts its step when
+# the exchange ends). Measured on 2 cores: with the capped threads filling the free cores (D = 3
+# for five nodes) 20 of the demo's 33 runs had threads waiting for a core; at half (D = 5 for
+# four nodes, runs/fidelity.yaml) 1 of 22.
+CAPPED_SHARE = 0.5
 MAX_DILATION = 100.0
 # Virtual cores per node (a small host: a parameter server beside a worker, or every process of
 # a two-worker job on one host, each get a core of their own) and per process (see above).
@@ -142,11 +150,13 @@ def period_for(dilation: float) -> int:
 
 
 def needed(nodes: int, vcpus_per_node: int, free_cpus: float) -> float:
-    """The smallest D (in halves) at which `nodes` training nodes fit in `free_cpus` cores."""
+    """The smallest D (in halves) at which `nodes` training nodes fill at most `CAPPED_SHARE` of
+    `free_cpus` cores."""
     busy = min(BUSY_THREADS_PER_NODE, float(vcpus_per_node))
-    if free_cpus <= 0:
+    usable = free_cpus * CAPPED_SHARE
+    if usable <= 0:
         return math.inf
-    return max(1.0, math.ceil(2.0 * nodes * busy / free_cpus - 1e-9) / 2.0)
+    return max(1.0, math.ceil(2.0 * nodes * busy / usable - 1e-9) / 2.0)
 
 
 def parse(
