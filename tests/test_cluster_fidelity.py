@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cluster_fixture import EmulatedCluster, emulated_cluster, run_launcher
 
-from archbench.analysis.fidelity import drift_table, fidelity_notes, oversubscribed
+from archbench.analysis.fidelity import DRIFT_LIMIT, drift_table, fidelity_notes, oversubscribed
 from archbench.analysis.load import load_study
 
 __all__ = ["emulated_cluster"]  # the session fixture
@@ -105,15 +105,18 @@ def test_fidelity_check_flags_an_oversubscribed_run_and_tells_it_from_a_faithful
     node1, node2, node3 = emulated_cluster.nodes[:3]
     common = ["--model", "cnn", "--batch-size", "32", "--steps", "64", "--probe-every", "3",
               "--threads", "1", "--eval-samples", "200", "--out", str(out)]  # fmt: skip
-    # D was chosen for one busy thread per node. Eight ranks on the three nodes (each within
-    # its node's virtual cores) want 8/D of a core: more than the machine has, so each thread
-    # gets less than its cap and waits for a core.
-    crowd = f"{node1}:3,{node2}:3,{node3}:2"
+    # D was chosen for one busy thread per node, filling half the machine's cores. Twelve
+    # ranks on the three nodes (four each, within a node's four virtual cores) want 12/D of a
+    # core, half again what the machine has: each thread gets less than its cap and waits for a
+    # core.
+    crowd = f"{node1}:4,{node2}:4,{node3}:4"
     runs = {
         "baseline": _mpirun(node1, 1, "--arch", "single", "--run-id", "baseline", *common),
         # Another node with the same caps: it must compute alike.
         "faithful": _mpirun(node2, 1, "--arch", "single", "--run-id", "faithful", *common),
-        "oversubscribed": _mpirun(crowd, 8, "--arch", "p2p", "--run-id", "oversubscribed", *common),
+        "oversubscribed": _mpirun(
+            crowd, 12, "--arch", "p2p", "--run-id", "oversubscribed", *common
+        ),
     }
     for name, command in runs.items():
         result = run_launcher(command, timeout_s=300)
@@ -125,11 +128,11 @@ def test_fidelity_check_flags_an_oversubscribed_run_and_tells_it_from_a_faithful
 
     study = load_study(out)
     table = drift_table(study.ok).set_index("run_id")
-    # Half a virtual core per rank doubles the compute. Two runs on equal nodes differ only by
-    # noise, which on a busy machine is large, so the check must rank the oversubscribed run
-    # above both, not clear the others.
+    # Two thirds of a virtual core per rank makes the compute half again as long. Two runs on
+    # equal nodes differ only by noise, which on a busy machine is large, so the check must
+    # rank the oversubscribed run above both and over the limit, not clear the others.
     drift = table["drift"]
-    assert drift["oversubscribed"] > 0.5, table
+    assert drift["oversubscribed"] > 2 * DRIFT_LIMIT, table
     assert drift["oversubscribed"] > max(drift["faithful"], drift["baseline"]), table
     # The machine's side of the check: the crowded run's threads waited for a core.
     assert "oversubscribed" in set(oversubscribed(study.ok)["run_id"])
