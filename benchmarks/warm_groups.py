@@ -32,9 +32,12 @@ from archbench.sweep.records import real_seconds
 HIDDEN = ("seed",)  # differs between repetitions of one configuration
 
 
-def copy_spec(spec: Path, folder: Path, suffix: str) -> Path:
+def copy_spec(spec: Path, folder: Path, suffix: str, cluster: dict[str, str]) -> Path:
+    """The spec, its study renamed `<study>-<suffix>`, its cluster section updated."""
     raw = yaml.safe_load(spec.read_text())
     raw["study"] = f"{raw.get('study') or spec.stem}-{suffix}"
+    if cluster:
+        raw["cluster"] = {**(raw.get("cluster") or {}), **cluster}
     target = folder / f"{raw['study']}.yaml"
     target.write_text(yaml.safe_dump(raw, sort_keys=False))
     return target
@@ -144,14 +147,20 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, help="where the two studies go (default: a new temporary folder)"
     )
     parser.add_argument("--cluster", help="passed to archbench sweep --cluster")
+    parser.add_argument(
+        "--cluster-name",
+        help="the emulated cluster's name in both copies (with --node-prefix: its node names), "
+        "so that the benchmark never touches another cluster that is up",
+    )
+    parser.add_argument("--node-prefix", help="the emulated cluster's node name prefix")
     args = parser.parse_args(argv)
     folder = args.out or Path(tempfile.mkdtemp(prefix="warm-groups-"))
     folder.mkdir(parents=True, exist_ok=True)
     extra = ["--cluster", args.cluster] if args.cluster else []
-    warm_spec, cold_spec = (
-        copy_spec(args.spec, folder, "warm"),
-        copy_spec(args.spec, folder, "cold"),
-    )
+    cluster = {"name": args.cluster_name, "prefix": args.node_prefix}
+    cluster = {key: value for key, value in cluster.items() if value}
+    warm_spec = copy_spec(args.spec, folder, "warm", cluster)
+    cold_spec = copy_spec(args.spec, folder, "cold", cluster)
     warm_wall = sweep(warm_spec, extra)
     cold_wall = sweep(cold_spec, [*extra, "--cold"])
     warm, cold = records_of(warm_spec), records_of(cold_spec)

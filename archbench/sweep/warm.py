@@ -72,8 +72,8 @@ class GroupLaunch:
         self.grace_s = grace_s
         self.process = RunningProcess(argv, env=env, cwd=cwd, log_path=log_path, marker=marker)
 
-    def stop(self) -> None:
-        self.process.stop(self.grace_s)
+    def stop(self, grace_s: float | None = None) -> None:
+        self.process.stop(self.grace_s if grace_s is None else grace_s)
 
     def runs(self) -> Iterator[MemberEnded]:
         started = time.monotonic()
