@@ -175,7 +175,7 @@ def test_a_diverging_run_and_a_timeout_end_their_launch_and_the_group_goes_on(tm
     study = tmp_path / "warmfaults"
     proc = sweep(spec)
     assert proc.returncode == 0, proc.stderr
-    assert "6 run(s) in 1 launch(es) (warm" in proc.stderr
+    assert "6 to run in 1 launch(es) (warm" in proc.stderr
     records = results(study)
     assert len(records) == 6 and len({r["run_id"] for r in records}) == 6, proc.stderr
     base = by_config(records, lr=0.01, steps=40, momentum=0.9, batch_size=32)
@@ -356,8 +356,8 @@ def test_a_warm_study_and_a_cold_one_keep_the_same_records(tmp_path):
     warm = sweep(warm_spec)
     cold = sweep(cold_spec, "--cold")
     assert warm.returncode == 0 and cold.returncode == 0, warm.stderr + cold.stderr
-    assert "4 run(s) in 1 launch(es) (warm" in warm.stderr
-    assert "4 run(s) in 4 launch(es) (cold)" in cold.stderr
+    assert "4 to run in 1 launch(es) (warm" in warm.stderr
+    assert "4 to run in 4 launch(es) (cold)" in cold.stderr
     assert "in 1 launch(es), trained" in warm.stderr and "% training" in cold.stderr
     warm_records = {
         (r["config"]["lr"], r["config"]["seed"]): r for r in results(tmp_path / "warmstudy")

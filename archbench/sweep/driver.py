@@ -176,10 +176,12 @@ class Sweep:
             return cold_groups(runs)
         return warm_groups(runs, self.spec.timeline)
 
-    def _groups_line(self, groups: list[list[PlannedRun]]) -> str:
-        runs = sum(len(group) for group in groups)
+    def _launches_text(self, groups: list[list[PlannedRun]]) -> str:
+        """` in L launch(es) (warm: …)` for the summary line; empty with nothing to run."""
+        if not groups:
+            return ""
         how = "warm: runs sharing a process layout share a launch" if self.warm else "cold"
-        return f"{runs} run(s) in {len(groups)} launch(es) ({how})"
+        return f" in {len(groups)} launch(es) ({how})"
 
     def _launchers(self) -> set[str]:
         """The launcher programs the plan's runs start (the first word of their commands)."""
@@ -203,9 +205,7 @@ class Sweep:
         todo = [run for group in groups for run in group]
         for note in self.plan.notes if self.plan else []:
             self.say(note)
-        self.say(self._summary_line(len(todo)))
-        if todo:
-            self.say(self._groups_line(groups))
+        self.say(self._summary_line(len(todo)) + self._launches_text(groups))
         links = None
         for run in todo:
             if run.config.get("bandwidth", links) != links:
@@ -230,9 +230,7 @@ class Sweep:
         todo = [run for group in groups for run in group]
         for note in self.plan.notes:
             self.say(note)
-        self.say(self._summary_line(len(todo)))
-        if todo:
-            self.say(self._groups_line(groups))
+        self.say(self._summary_line(len(todo)) + self._launches_text(groups))
         owner_file = self.results_dir / ".cluster-owner"
         if self.plan.target.kind == "emulated" and (todo or owner_file.exists()):
             cluster_spec = self.spec.cluster
