@@ -7,10 +7,13 @@
 and runs each run exactly as `python -m archbench.train <argv>` would (its own --out, --run-id and
 record), one after another. Between two runs everything a run could inherit is rebuilt: Keras's
 session and the default graph (layer names, the seed's op counter), the thread caps (each run
-starts uncapped, as a cold one does), Horovod (shut down and initialised again, so settings read
-at init apply), and the parameter servers' resource containers (variables, queues, accumulators:
-`tf.compat.v1.Session.reset`). What stays is what a run cannot observe: the interpreter with its
-imports, MPI (initialised once, finalized at the end), and the PS gRPC servers with their ports.
+starts uncapped, as a cold one does), and the parameter servers' resource containers (variables,
+queues, accumulators: `tf.compat.v1.Session.reset`); the model, optimizer and data order are made
+from each run's own seed, as cold. What stays is what a run cannot observe: the interpreter with
+its imports, MPI (initialised once, finalized at the end), the PS gRPC servers with their ports,
+and Horovod, initialised once per launch (Horovod 0.28 crashes when initialised again after
+`hvd.shutdown()`): the sweep puts runs in one launch only when every setting Horovod reads at
+init is the same (archbench.sweep.groups).
 
 The first run that does not end with exit status 0 ends the launch with its status; the sweep
 runs the rest of the group in a fresh launch.
