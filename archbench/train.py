@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 
-from archbench import timeline
+from archbench import timeline, warmgroup
 from archbench.archs import arch as architecture
 from archbench.cluster.dilation import factor as dilation_factor
 from archbench.cluster.dilation import virtual
@@ -42,6 +42,9 @@ from archbench.record import (
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # Exit status of a run that trained but whose record could not be written (a full disk).
 RECORD_NOT_WRITTEN = 1
+# When the sweep started this run's launcher (epoch seconds): the launch's start-up is measured
+# from it.
+LAUNCHED_AT_ENV = "ARCHBENCH_LAUNCHED_AT"
 
 
 def chief_rank(config: TrainConfig) -> int:
@@ -148,27 +151,45 @@ class RunState:
             model_stats=self.model_stats,
             timing={"wall_s": virtual(time.time() - self.start_time)},
             error={"type": error_type, "message": message, **(details or {})},
+            launch=launch_section(None),
         )
 
 
-def _watch_stop_signals(state: RunState) -> None:
-    """Runs in its own thread: a stop signal (mpirun tearing the job down) becomes a failed record.
+class StopSignalWatcher:
+    """One thread per process: a stop signal (mpirun tearing the job down) becomes a failed
+    record of the run then running (in a warm group, each run in turn).
 
     The signals are blocked in every other thread, so this works even while the main thread sits
     inside a TensorFlow or MPI call that would never return to run a Python handler.
     """
-    received = signal.sigwait(set(STOP_SIGNALS))
-    name = signal.Signals(received).name
-    if state.is_chief:
-        state.write(
-            state.failed_record(
-                "failed",
-                "Terminated",
-                f"stopped by {name} (the launcher ended the job: another rank failed or was stopped)",
+
+    def __init__(self) -> None:
+        self.state: RunState | None = None
+        self._thread: threading.Thread | None = None
+
+    def watch(self, state: RunState) -> None:
+        self.state = state
+        if self._thread is None:
+            signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))  # before TF's threads
+            self._thread = threading.Thread(target=self._wait, daemon=True, name="stop-signals")
+            self._thread.start()
+
+    def _wait(self) -> None:
+        received = signal.sigwait(set(STOP_SIGNALS))
+        name = signal.Signals(received).name
+        state = self.state
+        if state is not None and state.is_chief:
+            state.write(
+                state.failed_record(
+                    "failed",
+                    "Terminated",
+                    f"stopped by {name} (the launcher ended the job: another rank failed or was "
+                    "stopped)",
+                )
             )
-        )
-    print(f"archbench: rank {state.place.rank} stopped by {name}", file=sys.stderr, flush=True)
-    os._exit(128 + received)
+        rank = state.place.rank if state is not None else "?"
+        print(f"archbench: rank {rank} stopped by {name}", file=sys.stderr, flush=True)
+        os._exit(128 + received)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -198,7 +219,8 @@ def _configure_tensorflow(config: TrainConfig, place: ProcessPlace):
     return tf
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, watcher: StopSignalWatcher | None = None) -> int:
+    """One run; `watcher`: the process's stop-signal watcher when it runs several (warm group)."""
     place = detect_place()
     try:
         config = config_from_args(args)
@@ -213,10 +235,7 @@ def run(args: argparse.Namespace) -> int:
         config.run_id = new_run_id()  # each rank makes its own; only the chief's is written
 
     state = RunState(config, place)
-    signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))  # before TensorFlow starts threads
-    threading.Thread(
-        target=_watch_stop_signals, args=(state,), daemon=True, name="stop-signals"
-    ).start()
+    (watcher or StopSignalWatcher()).watch(state)
     state.env = environment()
     try:
         return _train(config, place, state)
@@ -294,6 +313,8 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
             tracer=tracer,
         )
         state.load_avg_end = load_average()
+        if loop_result.first_step_at:
+            warmgroup.started_training(loop_result.first_step_at)
     else:
         from archbench.cluster import threadcaps
 
@@ -375,6 +396,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         comm=in_virtual_time(comm, dilation),
         result=in_virtual_time(result, dilation),
         fidelity=fidelity,
+        launch=launch_section(loop_result.first_step_at),  # real seconds: start-up is uncapped
         **({"timeline": traced} if traced is not None else {}),
     )
     if not state.write(record):
@@ -399,6 +421,24 @@ def _partition_record(config: TrainConfig, data, num_workers: int, comm: dict) -
 
     cut = data_partition(config.data_partition, data, num_workers, config.seed)
     return {**cut.record(data, config.batch_size), **comm.pop("param_partition", {})}
+
+
+def launch_section(first_step_at: float | None) -> dict:
+    """The record's `launch`: whether the run shared a launch (a warm group), its position there,
+    and the start-up of its launch (from the launcher's start to the launch's first step)."""
+    group = warmgroup.current()
+    if group is not None:
+        return group.launch_record()
+    launched_at = os.environ.get(LAUNCHED_AT_ENV)
+    try:
+        started = float(launched_at) if launched_at else None
+    except ValueError:
+        started = None
+    return warmgroup.cold_launch_record(started, first_step_at)
+
+
+def say_usage_error_once(exc: UsageError) -> None:
+    _say_usage_error(exc, detect_place())
 
 
 def _say_usage_error(exc: UsageError, place: ProcessPlace) -> None:
@@ -431,7 +471,16 @@ def _block_stop_signals() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _block_stop_signals()
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == [warmgroup.RUNS_FILE_FLAG]:  # a warm group: several runs, one launch
+        if len(words) != 2:
+            print(
+                f"archbench train: error: {warmgroup.RUNS_FILE_FLAG} FILE takes no other argument",
+                file=sys.stderr,
+            )
+            return UsageError.exit_code
+        return warmgroup.run_group(words[1])
+    args = build_parser().parse_args(words)
     return run(args)
 
 

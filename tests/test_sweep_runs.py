@@ -365,6 +365,7 @@ def test_a_run_whose_launcher_starts_on_the_second_try_is_recorded_ok(tmp_path, 
 KILLED = """
     study: killed
     order: design
+    warm: false  # one launch per run (a warm group's resume: test_warm_groups.py)
     timeout_s: 180
     cluster: {kind: localhost, slots: 2}
     fixed: {arch: single, model: mlp, dataset: fashion_mnist, steps: 20, batch_size: 32, eval_samples: 500}

@@ -45,6 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SETTING=LEVEL",
         help="run only the runs with this level (repeatable: --only arch=ring --only arch=p2p --only workers=2 is ring or p2p, with 2 workers)",
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="give every run a launch of its own (by default runs that share a process layout "
+        "share one launch, run after run; the spec's `warm: false` does the same)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -76,5 +82,6 @@ def run(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         strict=args.strict,
         only=only,
+        cold=args.cold,
     )
     return run_sweep(spec, options)

@@ -1,5 +1,10 @@
 """The sweep itself: run every pending run of a plan, one at a time, keeping one record for each.
 
+Runs that share a process layout share a launch (a warm group, archbench.sweep.groups): its
+ranks run them one after another, each with its own record, timeout and failure; a run that does
+not end ok ends the launch, and the group's remaining runs go on in a fresh one. `cold` (the
+`--cold` flag, or `warm: false` in the spec) gives each run a launch of its own.
+
 Resumable: a run whose id already has an ok record is skipped; a failed or timed-out one is run
 again only with `retry_failed`. If a previous driver was killed, its leftover processes are
 stopped first, and a run it had finished but not yet recorded is recorded from its run folder.
@@ -29,6 +34,7 @@ from archbench.sweep.commands import (
     train_argv,
 )
 from archbench.sweep.emulated import EmulatedCluster
+from archbench.sweep.groups import cold_groups, warm_groups
 from archbench.sweep.hosts import resolve_target
 from archbench.sweep.launch_failures import LAUNCH_FAILED
 from archbench.sweep.plan import PlannedRun, StudyPlan, build_plan, check_only, describe
@@ -36,6 +42,8 @@ from archbench.sweep.progress import Progress
 from archbench.sweep.runner import GRACE_S, RunningProcess, kill_marked
 from archbench.sweep.spec import StudySpec
 from archbench.sweep.store import ResultStore, StudyLock
+from archbench.sweep.warm import GroupLaunch, GroupMember, group_id, write_runs_file
+from archbench.warmgroup import RUNS_FILE_FLAG
 
 # `timeline: true`: the spelling of --timeline that horovodrun lets through to the command.
 TIMELINE_FLAG = SETTINGS["timeline"].alias
@@ -54,6 +62,7 @@ class SweepOptions:
     only: dict[str, list[Any]] | None = None  # run only the runs with one of these levels of each
     grace_s: float = GRACE_S
     launch_retry_pause_s: float = LAUNCH_RETRY_PAUSE_S
+    cold: bool = False  # one launch per run, whatever the spec says
 
 
 @dataclass
@@ -89,11 +98,15 @@ class Sweep:
         self.err = err or sys.stderr
         self.results_dir = spec.results_dir.resolve()
         self.runs_dir = self.results_dir / "runs"
+        self.groups_dir = self.results_dir / "groups"  # one folder per warm launch
         self.store = ResultStore(self.results_dir)
         self.python = spec.python or default_python()
         self.plan: StudyPlan | None = None
         self.cluster: EmulatedCluster | None = None
-        self.current: RunningProcess | None = None
+        self.current: RunningProcess | GroupLaunch | None = None
+        self.started = time.monotonic()
+        self.recorded: list[dict[str, Any]] = []  # the records this driver added
+        self.launches = 0
 
     def say(self, line: str) -> None:
         print(f"archbench sweep: {line}", file=self.err, flush=True)
@@ -153,6 +166,23 @@ class Sweep:
             kept = len(self.store.records)
             raise StopError(preflight.io_problem(exc, self.store.path, kept)) from None
 
+    @property
+    def warm(self) -> bool:
+        return self.spec.warm and not self.options.cold
+
+    def groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+        """The launches the runs go in, in run order."""
+        if not self.warm:
+            return cold_groups(runs)
+        return warm_groups(runs, self.spec.timeline)
+
+    def _launches_text(self, groups: list[list[PlannedRun]]) -> str:
+        """` in L launch(es) (warm: …)` for the summary line; empty with nothing to run."""
+        if not groups:
+            return ""
+        how = "warm: runs sharing a process layout share a launch" if self.warm else "cold"
+        return f" in {len(groups)} launch(es) ({how})"
+
     def _launchers(self) -> set[str]:
         """The launcher programs the plan's runs start (the first word of their commands)."""
         assert self.plan is not None
@@ -171,10 +201,11 @@ class Sweep:
 
     def _dry_run(self) -> int:
         self.store.load(repair=False)
-        todo = self._block_by_bandwidth(self.pending())
+        groups = self.groups(self._block_by_bandwidth(self.pending()))
+        todo = [run for group in groups for run in group]
         for note in self.plan.notes if self.plan else []:
             self.say(note)
-        self.say(self._summary_line(len(todo)))
+        self.say(self._summary_line(len(todo)) + self._launches_text(groups))
         links = None
         for run in todo:
             if run.config.get("bandwidth", links) != links:
@@ -188,16 +219,18 @@ class Sweep:
         # A driver killed earlier may have left a run's processes behind: stop them before
         # anything here touches their run folders.
         stale = kill_marked(f"--out\0{self.runs_dir}/", self.options.grace_s)
+        stale += kill_marked(f"{RUNS_FILE_FLAG}\0{self.groups_dir}/", self.options.grace_s)
         if stale:
             self.say(f"stopped {stale} process(es) left by an earlier sweep of this study")
         self.store.load()
         recovered = self._recover()
         if recovered:
             self.say(f"recorded {recovered} run(s) that an interrupted sweep had finished")
-        todo = self._block_by_bandwidth(self.pending())
+        groups = self.groups(self._block_by_bandwidth(self.pending()))
+        todo = [run for group in groups for run in group]
         for note in self.plan.notes:
             self.say(note)
-        self.say(self._summary_line(len(todo)))
+        self.say(self._summary_line(len(todo)) + self._launches_text(groups))
         owner_file = self.results_dir / ".cluster-owner"
         if self.plan.target.kind == "emulated" and (todo or owner_file.exists()):
             cluster_spec = self.spec.cluster
@@ -218,19 +251,17 @@ class Sweep:
         previous_handlers = _stop_signals_raise_interrupt()
         progress = Progress(len(todo), stream=self.err)
         try:
-            for run in todo:
-                if self.cluster is not None:
-                    # every run, also `single` (no link setting): it runs on a node
-                    self.cluster.ensure(run.config.get("bandwidth"))
-                label = f"{run.run_id} ({describe(run.config)})"
-                progress.start(label)
-                record = self._execute(run, progress)
-                progress.finish(
-                    run.run_id,
-                    record["status"],
-                    record["sweep"]["driver_wall_s"],
-                    _progress_detail(record),
-                )
+            for group in groups:
+                left = list(group)
+                while left:
+                    if self.cluster is not None:
+                        # every launch, also `single` (no link setting): it runs on a node
+                        self.cluster.ensure(left[0].config.get("bandwidth"))
+                    if len(left) == 1:
+                        self._execute_alone(left[0], progress)
+                        left = []
+                    else:
+                        left = self._execute_group(left, progress)
         finally:
             if self.current is not None:
                 self.current.stop(self.options.grace_s)
@@ -250,6 +281,8 @@ class Sweep:
             f"{bad.count('timeout')} timeout, {statuses.count(None)} not run; records in "
             f"{self.store.path}"
         )
+        if self.recorded:
+            self.say(self._throughput_line())
         if bad:
             self.say("run again with --retry-failed to retry the failed and timed-out runs")
         return 1 if self.options.strict and (bad or None in statuses) else 0
@@ -269,6 +302,31 @@ class Sweep:
             first_real = next(key for key in blocks if key is not None)
             blocks[first_real] = blocks.pop(None) + blocks[first_real]
         return [run for block in blocks.values() for run in block]
+
+    def _throughput_line(self) -> str:
+        """How much of this sweep's wall time its runs spent training (real seconds)."""
+        wall = time.monotonic() - self.started
+        trained = sum(records.real_seconds(record, "train_s") for record in self.recorded)
+        share = trained / wall if wall > 0 else 0.0
+        return (
+            f"this sweep: {len(self.recorded)} run(s) in {self.launches} launch(es), trained "
+            f"{trained:.1f} s of {wall:.1f} s wall ({100 * share:.1f}% training)"
+        )
+
+    def _keep(self, record: dict[str, Any], progress: Progress) -> None:
+        """Adds a run's record to the study and says how the run ended."""
+        self.store.add(record)
+        self.recorded.append(record)
+        progress.finish(
+            record["run_id"],
+            record["status"],
+            record["sweep"]["driver_wall_s"],
+            _progress_detail(record),
+        )
+
+    def _execute_alone(self, run: PlannedRun, progress: Progress) -> None:
+        progress.start(f"{run.run_id} ({describe(run.config)})")
+        self._keep(self._execute(run, progress), progress)
 
     def _attempt(self, run: PlannedRun) -> int:
         previous = self.store.records.get(run.run_id)
@@ -292,23 +350,16 @@ class Sweep:
             time.sleep(pause)
             attempt += 1
         record["sweep"]["launch_failures"] = failures
-        self.store.add(record)
         return record
 
     def _try(self, run: PlannedRun, attempt: int) -> dict[str, Any]:
         """One try of a run in a fresh run folder; its record, not yet kept."""
         prepared = self.prepare(run)
-        if prepared.run_dir.exists():
-            shutil.rmtree(prepared.run_dir)
-        prepared.run_dir.mkdir(parents=True)
-        if prepared.hostfile and prepared.hostfile.startswith(str(prepared.run_dir)):
-            Path(prepared.hostfile).write_text(hostfile_text(run.layout))
-        (prepared.run_dir / "command.txt").write_text(prepared.command + "\n")
-        (prepared.run_dir / "attempt").write_text(f"{attempt}\n")
-        env = {**os.environ, **self.spec.env, **RUN_ENV}
-        if run.launched:
-            env.update(root_mpi_env())
+        self._prepare_folder(prepared, attempt, prepared.command)
+        env = self._launch_env(run)
         started_at = now_iso()
+        launched_at = time.time()
+        self.launches += 1
         self.current = RunningProcess(
             prepared.argv,
             env=env,
@@ -331,8 +382,146 @@ class Sweep:
             finished_at,
             attempt,
             self.plan.target.kind,
+            launch=records.cold_launch(launched_at),
         )
         return record
+
+    def _launch_env(self, run: PlannedRun) -> dict[str, str]:
+        env = {**os.environ, **self.spec.env, **RUN_ENV}
+        if run.launched:
+            env.update(root_mpi_env())
+        return env
+
+    # ----------------------------------------------------------------- warm groups
+
+    def _prepare_folder(self, prepared: PreparedRun, attempt: int, command: str) -> None:
+        """A fresh run folder: its hostfile (when it has its own), command and attempt."""
+        if prepared.run_dir.exists():
+            shutil.rmtree(prepared.run_dir)
+        prepared.run_dir.mkdir(parents=True)
+        if prepared.hostfile and prepared.hostfile.startswith(str(prepared.run_dir)):
+            Path(prepared.hostfile).write_text(hostfile_text(prepared.run.layout))
+        (prepared.run_dir / "command.txt").write_text(command + "\n")
+        (prepared.run_dir / "attempt").write_text(f"{attempt}\n")
+
+    def _execute_group(self, runs: list[PlannedRun], progress: Progress) -> list[PlannedRun]:
+        """One launch for these runs (one process layout); returns the runs it did not reach.
+
+        Its first run is tried again, like a cold run, while the launcher cannot start."""
+        attempts = {run.run_id: self._attempt(run) for run in runs}
+        failures: list[dict[str, Any]] = []
+        progress.start(f"{runs[0].run_id} ({describe(runs[0].config)}) [warm group of {len(runs)}]")
+        while True:
+            ended, retry = self._launch_group(runs, attempts, failures, progress)
+            if not retry:
+                return runs[ended:]
+            pause = self.options.launch_retry_pause_s
+            first = runs[0].run_id
+            progress.retry(first, attempts[first], f"failed to launch ({retry})", pause)
+            time.sleep(pause)
+            attempts[first] += 1
+
+    def _launch_group(
+        self,
+        runs: list[PlannedRun],
+        attempts: dict[str, int],
+        failures: list[dict[str, Any]],
+        progress: Progress,
+    ) -> tuple[int, str | None]:
+        """(runs ended, None), or (0, the reason) when the launcher could not start and it may
+        be tried again (the first run's try is then in `failures`)."""
+        assert self.plan is not None
+        name = group_id()
+        folder = self.groups_dir / name
+        folder.mkdir(parents=True)
+        first = runs[0]
+        hostfile = None
+        if first.launched:
+            placement = first.config.get("placement")
+            if placement is not None and placement not in PLACEMENT_POLICIES:
+                hostfile = os.path.abspath(placement)
+            else:
+                hostfile = str(folder / "hostfile.txt")
+                Path(hostfile).write_text(hostfile_text(first.layout))
+        runs_file = folder / "runs.json"
+        program = [self.python, "-m", "archbench.train", RUNS_FILE_FLAG, str(runs_file)]
+        forward = [*self.spec.env, *RUN_ENV]
+        argv = launch_argv(
+            first.config, program, hostfile, first.world_size, self.spec.launcher_args, forward
+        )
+        env_shown = dict(self.spec.env)
+        if first.launched:
+            env_shown.update(root_mpi_env())
+        command = shell_line(argv, env_shown)
+        (folder / "command.txt").write_text(command + "\n")
+        members, prepared_by_id = [], {}
+        for position, run in enumerate(runs, start=1):
+            prepared = self.prepare(run)
+            prepared_by_id[run.run_id] = prepared
+            shown = f"{command}  # run {position} of {len(runs)}: {shell_line(prepared.argv)}"
+            self._prepare_folder(prepared, attempts[run.run_id], shown)
+            train_args = prepared_train_args(prepared.argv)
+            members.append(
+                GroupMember(
+                    run.run_id, prepared.run_dir, prepared.record_path, run.timeout_s, train_args
+                )
+            )
+        launched_at = time.time()
+        write_runs_file(runs_file, name, launched_at, members)
+        self.launches += 1
+        launch = GroupLaunch(
+            argv,
+            members,
+            env=self._launch_env(first),
+            cwd=os.getcwd(),
+            log_path=folder / "log.txt",
+            marker=f"{RUNS_FILE_FLAG}\0{runs_file}",
+            grace_s=self.options.grace_s,
+        )
+        self.current = launch
+        by_id = {run.run_id: run for run in runs}
+        ended = 0
+        try:
+            for position, member_ended in enumerate(launch.runs(), start=1):
+                run = by_id[member_ended.member.run_id]
+                prepared = prepared_by_id[run.run_id]
+                outcome = member_ended.outcome
+                records.write_outcome(
+                    prepared.run_dir, outcome, member_ended.started_at, member_ended.finished_at
+                )
+                record = records.build(
+                    run,
+                    self.spec.name,
+                    outcome,
+                    prepared.run_dir,
+                    command,
+                    hostfile,
+                    member_ended.started_at,
+                    member_ended.finished_at,
+                    attempts[run.run_id],
+                    self.plan.target.kind,
+                    launch=records.warm_launch(name, position, len(runs)),
+                )
+                error = record.get("error") or {}
+                if position == 1 and error.get("type") == LAUNCH_FAILED:
+                    if len(failures) < self.spec.launch_retries:
+                        if self.cluster is not None:
+                            self.cluster.require_healthy()
+                        failures.append(
+                            {"attempt": attempts[run.run_id], "reason": error["reason"]}
+                        )
+                        return 0, error["reason"]
+                record["sweep"]["launch_failures"] = failures if position == 1 else []
+                record["sweep"]["warm_group"] = name
+                self._keep(record, progress)
+                ended += 1
+                if ended < len(runs):
+                    nxt = runs[ended]
+                    progress.start(f"{nxt.run_id} ({describe(nxt.config)}) [warm]")
+        finally:
+            self.current = None
+            launch.stop()  # nothing is left of an ended launch; an interrupted one is torn down
+        return ended, None
 
     def _recover(self) -> int:
         """Records runs that ended (outcome written, or an ok record from training) but whose
@@ -380,6 +569,12 @@ class Sweep:
             if self.store.add(record):
                 count += 1
         return count
+
+
+def prepared_train_args(argv: list[str]) -> list[str]:
+    """The flags of `python -m archbench.train` in a run's cold command."""
+    index = argv.index("archbench.train")
+    return argv[index + 1 :]
 
 
 def _progress_detail(record: dict[str, Any]) -> str:

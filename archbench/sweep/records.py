@@ -156,8 +156,10 @@ def build(
     finished_at: str,
     attempt: int,
     cluster_kind: str,
+    launch: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The one record results.jsonl keeps for this run."""
+    """The one record results.jsonl keeps for this run; `launch`: how the driver launched it
+    (warm_launch, cold_launch; what the run's own record says about it wins)."""
     log_path = run_dir / "log.txt"
     own = train_record(run_dir / "record.jsonl", run.run_id)
     log_text = read_log(log_path)
@@ -193,6 +195,8 @@ def build(
         if key in run.config:
             config.setdefault(key, run.config[key])
     complete(record)
+    if launch is not None:
+        record["launch"] = _launch_section(record, launch)
     record["sweep"] = {
         "factors": run.factors,
         "repetition": run.repetition,
@@ -211,6 +215,64 @@ def build(
         "recorded_at": now_iso(),
     }
     return record
+
+
+def warm_launch(group: str, position: int, size: int) -> dict[str, Any]:
+    """The driver's side of `launch` for a run of a warm group."""
+    return {
+        "warm": size > 1,
+        "group": group,
+        "position": position,
+        "group_size": size,
+        "group_startup_s": None,
+    }
+
+
+def cold_launch(launched_at: float) -> dict[str, Any]:
+    """The driver's side of `launch` for a run with a launch of its own."""
+    return {
+        "warm": False,
+        "group": None,
+        "position": 1,
+        "group_size": 1,
+        "group_startup_s": None,
+        "launched_at": launched_at,
+    }
+
+
+def _launch_section(record: dict[str, Any], driver: dict[str, Any]) -> dict[str, Any]:
+    """The run's own `launch` over the driver's; a cold run's start-up (launch to first step)
+    from when the driver started its launcher and when the run's first step began."""
+    launched_at = driver.pop("launched_at", None)
+    own = record.get("launch") if isinstance(record.get("launch"), dict) else {}
+    merged = {**driver, **{key: value for key, value in own.items() if value is not None}}
+    if merged.get("group_startup_s") is None and launched_at is not None:
+        first_step = _first_step_at(record)
+        if first_step is not None:
+            merged["group_startup_s"] = max(0.0, first_step - launched_at)
+    return merged
+
+
+def _first_step_at(record: dict[str, Any]) -> float | None:
+    """When the run's first step began (epoch seconds), from its start and its real start-up."""
+    from datetime import datetime
+
+    startup = real_seconds(record, "startup_s", None)
+    try:
+        started = datetime.fromisoformat(str(record.get("started_at"))).timestamp()
+    except ValueError:
+        return None
+    return None if startup is None else started + startup
+
+
+def real_seconds(record: dict[str, Any], key: str, default: Any = 0.0) -> Any:
+    """A `timing` duration in real seconds (a dilated run keeps its real timing under
+    `fidelity.real`); `default` where the record has none."""
+    fidelity = record.get("fidelity") if isinstance(record.get("fidelity"), dict) else {}
+    real = (fidelity.get("real") or {}).get("timing") if fidelity else None
+    timing = real if isinstance(real, dict) else record.get("timing") or {}
+    value = timing.get(key) if isinstance(timing, dict) else None
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
 def write_outcome(

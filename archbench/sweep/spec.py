@@ -46,6 +46,7 @@ _TOP_KEYS = {
     "design",
     "exclude",
     "timeline",
+    "warm",
 }
 _CLUSTER_KEYS = {
     "kind", "slots", "nodes", "bandwidth", "manage", "name", "prefix", "dilation",
@@ -132,6 +133,7 @@ class StudySpec:
     design: Design = field(default_factory=lambda: Design("full_factorial"))
     exclude: list[dict[str, Any]] = field(default_factory=list)
     timeline: bool = False  # a --timeline trace per run, beside its record
+    warm: bool = True  # runs that share a process layout share a launch (warm groups)
 
     def timeout_for(self, config: dict[str, Any]) -> float:
         """The first matching rule's timeout, else the study's."""
@@ -232,6 +234,7 @@ def parse_spec(
     spec.design = _design(raw.get("design", "full_factorial"), spec.factors, where)
     spec.exclude = _exclude(raw.get("exclude"), spec, where)
     spec.timeline = _bool(raw, "timeline", False, where)
+    spec.warm = _bool(raw, "warm", True, where)
     for rule in spec.timeouts:
         _check_known_values(rule.when, spec, f"{where}: timeouts")
     if "epochs" in spec.fixed and "steps" in spec.fixed:

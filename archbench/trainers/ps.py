@@ -21,6 +21,7 @@ from functools import cached_property
 
 import numpy as np
 
+from archbench import warmgroup
 from archbench.cluster.dilation import factor as dilation_factor
 from archbench.compression import CompressionSpec
 from archbench.errors import RunFailed, UsageError
@@ -110,8 +111,17 @@ class PSTrainer(Trainer):
         self.tf = tf
         started = time.perf_counter()
         threads = threads_per_process(self.config.threads, self.place.local_size)
-        self.layout = self._discover_layout()
-        self.server = start_server(tf, self.layout, threads)
+        group = warmgroup.current()
+        kept = group.shared.get("ps_cluster") if group is not None else None
+        if kept is not None:
+            # a warm group's later run: the same tasks on the same ports, their resource
+            # containers emptied after the previous run (finish)
+            self._mpi, self.layout, self.server = kept
+        else:
+            self.layout = self._discover_layout()
+            self.server = start_server(tf, self.layout, threads)
+            if group is not None and self._mpi is not None:
+                group.shared["ps_cluster"] = (self._mpi, self.layout, self.server)
         # No session may be opened before every server listens: a gRPC channel that once found
         # a port closed backs off, and a later transfer over it fails ("failed to connect").
         wait_until_listening(
@@ -472,11 +482,28 @@ class PSTrainer(Trainer):
     def finish(self) -> None:
         if self.is_worker and self._steps > 0:
             self._release_servers()
+        if warmgroup.current() is not None and self._mpi is not None:
+            self._empty_servers()
+            return  # MPI stays up for the group's next run
         if self._mpi is not None:
             from mpi4py import MPI
 
             if not MPI.Is_finalized():
                 MPI.Finalize()
+
+    def _empty_servers(self) -> None:
+        """Between the runs of a warm group: every task's resource containers (variables, their
+        optimizer slots, queues, accumulators) are cleared, so the next run's graph finds the
+        servers as freshly started ones are. TensorFlow cannot stop a gRPC server, but it can
+        reset what it holds: one reset, through any task's master, clears every task of the
+        cluster. Collective: every rank closes its sessions first."""
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        self._mpi.Barrier()
+        if self.rank == 0:
+            self.tf.compat.v1.Session.reset(self.server.target)
+        self._mpi.Barrier()
 
     # --- what the record says ----------------------------------------------------------------
     def _exchanges(self) -> int:

@@ -67,6 +67,10 @@ class RingTrainer(KerasTrainer):
         import horovod.tensorflow as hvd
 
         self.hvd = hvd
+        # In a warm group Horovod stays initialised from the group's first run on (a later
+        # hvd.init() is a no-op): Horovod 0.28 crashes when initialised again after
+        # hvd.shutdown(), and MPI cannot start twice. So the sweep groups ring runs by every
+        # setting read at init (fusion threshold, cycle time, allreduce algorithm, controller).
         hvd.init()
         self.check_world("Horovod", hvd.rank(), hvd.size())
         self.compression = (

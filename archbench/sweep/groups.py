@@ -1,0 +1,63 @@
+"""Warm groups: a study's pending runs grouped by process layout, so one launch runs several.
+
+Runs share a launch when nothing a rank fixes at start-up differs between them: the launcher and
+its controller, the architecture (its roles per rank), the ranks per host and their placement,
+the emulated link, the threads per process (TensorFlow fixes them at its first operation), and
+for `ring` what Horovod and MPI read when they initialise (fusion threshold, cycle time, the
+allreduce algorithm): Horovod is initialised once per launch. Runs that cannot share one (Gloo's
+rendezvous is set up once per launch; a timeline is captured per process) run alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from archbench.sweep.plan import PlannedRun
+
+# Settings read once per process (or per Horovod or MPI initialisation) by the ranks.
+_FIXED_AT_START = ("launcher", "controller", "placement", "bandwidth", "threads", "companions")
+_FIXED_AT_HOROVOD_INIT = ("fusion_threshold_mb", "cycle_time_ms", "allreduce_algorithm")
+
+
+def layout_key(run: PlannedRun, timeline: bool) -> str | None:
+    """What a run's launch fixes, as a key; None for a run that needs a launch of its own."""
+    config = run.config
+    if timeline or config.get("controller") == "gloo":
+        return None
+    fixed: dict[str, Any] = {
+        "launched": run.launched,
+        "arch": run.arch,
+        "world_size": run.world_size,
+        "num_ps": run.num_ps,
+        "layout": [list(block) for block in run.layout],
+    }
+    fixed.update({name: config.get(name) for name in _FIXED_AT_START})
+    if run.arch == "ring":
+        fixed.update({name: config.get(name) for name in _FIXED_AT_HOROVOD_INIT})
+    return json.dumps(fixed, sort_keys=True, default=str)
+
+
+def warm_groups(runs: list[PlannedRun], timeline: bool = False) -> list[list[PlannedRun]]:
+    """The runs in groups that can share a launch: groups in the order of their first run in
+    `runs`, runs in their order in `runs` (so a shuffled study stays shuffled: its groups come in
+    random order, and so do the runs inside each)."""
+    groups: dict[str, list[PlannedRun]] = {}
+    alone: list[list[PlannedRun]] = []
+    ordered: list[list[PlannedRun]] = []
+    for run in runs:
+        key = layout_key(run, timeline)
+        if key is None:
+            alone.append([run])
+            ordered.append(alone[-1])
+        elif key in groups:
+            groups[key].append(run)
+        else:
+            groups[key] = [run]
+            ordered.append(groups[key])
+    return ordered
+
+
+def cold_groups(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+    """One launch per run (`--cold`, `warm: false`)."""
+    return [[run] for run in runs]

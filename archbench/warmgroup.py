@@ -1,0 +1,164 @@
+"""A warm group, rank side: one launch whose ranks run several runs of one process layout in turn.
+
+`python -m archbench.train --runs-file FILE` reads FILE (written by the sweep):
+
+    {"group": "g-…", "launched_at": <epoch seconds>, "runs": [{"run_id": …, "argv": [train flags…]}, …]}
+
+and runs each run exactly as `python -m archbench.train <argv>` would (its own --out, --run-id and
+record), one after another. Between two runs everything a run could inherit is rebuilt: Keras's
+session and the default graph (layer names, the seed's op counter), the thread caps (each run
+starts uncapped, as a cold one does), and the parameter servers' resource containers (variables,
+queues, accumulators: `tf.compat.v1.Session.reset`); the model, optimizer and data order are made
+from each run's own seed, as cold. What stays is what a run cannot observe: the interpreter with
+its imports, MPI (initialised once, finalized at the end), the PS gRPC servers with their ports,
+and Horovod, initialised once per launch (Horovod 0.28 crashes when initialised again after
+`hvd.shutdown()`): the sweep puts runs in one launch only when every setting Horovod reads at
+init is the same (archbench.sweep.groups).
+
+The first run that does not end with exit status 0 ends the launch with its status; the sweep
+runs the rest of the group in a fresh launch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from archbench.errors import UsageError
+
+RUNS_FILE_FLAG = "--runs-file"
+
+
+@dataclass
+class GroupRun:
+    run_id: str
+    argv: list[str]
+
+
+@dataclass
+class WarmGroup:
+    """The group this process is running, and what its runs share."""
+
+    group: str
+    launched_at: float | None
+    runs: list[GroupRun]
+    position: int = 0  # 1-based position of the run now running
+    first_step_at: float | None = None  # the group's first training step (time.time())
+    # kept across runs: the PS cluster (layout and this rank's gRPC server)
+    shared: dict[str, Any] = field(default_factory=dict)
+
+    def launch_record(self) -> dict[str, Any]:
+        """The record's `launch` section for the run now running."""
+        startup = None
+        if self.launched_at is not None and self.first_step_at is not None:
+            startup = max(0.0, self.first_step_at - self.launched_at)
+        return {
+            "warm": True,
+            "group": self.group,
+            "position": self.position,
+            "group_size": len(self.runs),
+            "group_startup_s": startup,
+        }
+
+
+_CURRENT: WarmGroup | None = None
+
+
+def current() -> WarmGroup | None:
+    """The warm group this process runs, or None for a cold run (one launch, one run)."""
+    return _CURRENT
+
+
+def cold_launch_record(launched_at: float | None, first_step_at: float | None) -> dict[str, Any]:
+    """The `launch` section of a run that had a launch of its own."""
+    startup = None
+    if launched_at is not None and first_step_at is not None:
+        startup = max(0.0, first_step_at - launched_at)
+    return {
+        "warm": False,
+        "group": None,
+        "position": 1,
+        "group_size": 1,
+        "group_startup_s": startup,
+    }
+
+
+def read_runs_file(path: str) -> WarmGroup:
+    """The group a runs file describes; UsageError naming what is wrong with it."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+        runs = [
+            GroupRun(str(item["run_id"]), [str(word) for word in item["argv"]])
+            for item in data["runs"]
+        ]
+        launched_at = data.get("launched_at")
+        group = WarmGroup(str(data["group"]), float(launched_at) if launched_at else None, runs)
+    except OSError as exc:
+        raise UsageError(f"{RUNS_FILE_FLAG} {path}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(
+            f"{RUNS_FILE_FLAG} {path}: not a runs file ({type(exc).__name__}: {exc}); expected "
+            '{"group": …, "runs": [{"run_id": …, "argv": […]}, …]}'
+        ) from None
+    if not runs:
+        raise UsageError(f"{RUNS_FILE_FLAG} {path}: the group has no runs")
+    return group
+
+
+def run_group(path: str) -> int:
+    """Runs every run of the group in turn; the exit status of the first that failed, else 0."""
+    global _CURRENT
+    from archbench import train
+
+    try:
+        group = read_runs_file(path)
+    except UsageError as exc:
+        train.say_usage_error_once(exc)
+        return UsageError.exit_code
+    _CURRENT = group
+    watcher = train.StopSignalWatcher()
+    parser = train.build_parser()
+    for position, entry in enumerate(group.runs, start=1):
+        group.position = position
+        args = parser.parse_args(entry.argv)  # a bad list exits 2, as a cold run does
+        status = train.run(args, watcher)
+        if status != 0:
+            return status
+        if position < len(group.runs):
+            between_runs(group)
+    finish_group()
+    return 0
+
+
+def between_runs(group: WarmGroup) -> None:
+    """Forgets what the last run built, so the next starts from what a fresh process has."""
+    import tensorflow as tf
+
+    from archbench.cluster import threadcaps
+
+    threadcaps.disarm()  # start-up runs uncapped, as a cold run's does
+    tf.keras.backend.clear_session()  # layer name counters, Keras's graph and its seed state
+    tf.compat.v1.reset_default_graph()
+    reset = group.shared.pop("reset_servers", None)
+    if reset is not None:
+        reset()
+
+
+def finish_group() -> None:
+    """MPI outlives the group's runs: finalized here, once (its ranks wait for each other)."""
+    import sys
+
+    if "mpi4py.MPI" not in sys.modules:
+        return
+    from mpi4py import MPI
+
+    if MPI.Is_initialized() and not MPI.Is_finalized():
+        MPI.Finalize()
+
+
+def started_training(when: float) -> None:
+    """Called at a run's first step: the group's start-up ends at its first run's."""
+    if _CURRENT is not None and _CURRENT.first_step_at is None:
+        _CURRENT.first_step_at = when
