@@ -166,8 +166,9 @@ def test_results_made_unwritable_mid_sweep_stop_it_with_one_line_and_it_resumes(
     )
     wrapper.chmod(0o755)
     spec = tmp_path / "io.yaml"
+    # One launch per run (warm: false): the wrapper acts when the second run's launch starts.
     spec.write_text(
-        f"python: {wrapper}\norder: design\ncluster: localhost\n"
+        f"python: {wrapper}\norder: design\ncluster: localhost\nwarm: false\n"
         "fixed: {arch: single, model: mlp, steps: 6, eval_samples: 50}\n"
         "factors: {lr: [0.1, 0.2]}\n"
     )

@@ -6,7 +6,10 @@
     mpirun -np 2 --host node1,node2 python -m archbench.cluster.linkprobe --megabytes 8
 
 Rank 0 prints one JSON line: the two hosts, the median exchange time and the throughput of
-one direction in Mbit/s (payload only; headers make the wire rate a little higher).
+one direction in Mbit/s (payload only; headers make the wire rate a little higher). On a
+time-dilated node the ranks arm their thread caps first, as a training rank does before its
+timed steps, and times are virtual (real / D, `dilation` says D): the link runs at B / D in real
+time, B in virtual time.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     from mpi4py import MPI
 
+    from archbench.cluster import threadcaps
+    from archbench.cluster.dilation import factor
+
     comm = MPI.COMM_WORLD
     if comm.Get_size() != 2:
         if comm.Get_rank() == 0:
@@ -43,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     nbytes = int(args.megabytes * 1e6)
     outgoing = np.ones(nbytes, dtype=np.uint8)
     incoming = np.empty(nbytes, dtype=np.uint8)
+    threadcaps.arm()  # a no-op off a dilated node
+    dilation = factor()
     seconds = []
     for attempt in range(args.repeats + 1):
         comm.Barrier()
@@ -51,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         MPI.Request.Waitall(requests)
         elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
         if attempt > 0:  # the first exchange sets up connections
-            seconds.append(elapsed)
+            seconds.append(elapsed / dilation)
     hosts = comm.gather(socket.gethostname(), root=0)
     if comm.Get_rank() == 0:
         median = statistics.median(seconds)
@@ -63,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                     "seconds_median": median,
                     "seconds": seconds,
                     "mbit_per_s": nbytes * 8 / median / 1e6,
+                    "dilation": dilation,
                 }
             )
         )
