@@ -116,13 +116,7 @@ class Sweep:
     def prepare(self, run: PlannedRun) -> PreparedRun:
         run_dir = self.runs_dir / run.run_id
         record_path = run_dir / "record.jsonl"
-        hostfile = None
-        if run.launched:
-            placement = run.config.get("placement")
-            if placement is not None and placement not in PLACEMENT_POLICIES:
-                hostfile = os.path.abspath(placement)
-            else:
-                hostfile = str(run_dir / "hostfile.txt")
+        hostfile = _hostfile_for(run, run_dir)
         train = train_argv(run.config, self.python, str(record_path), run.run_id, self.spec.name)
         if self.spec.timeline:  # the run's trace beside its record
             train += [TIMELINE_FLAG, str(run_dir / "timeline.json")]
@@ -435,14 +429,9 @@ class Sweep:
         folder = self.groups_dir / name
         folder.mkdir(parents=True)
         first = runs[0]
-        hostfile = None
-        if first.launched:
-            placement = first.config.get("placement")
-            if placement is not None and placement not in PLACEMENT_POLICIES:
-                hostfile = os.path.abspath(placement)
-            else:
-                hostfile = str(folder / "hostfile.txt")
-                Path(hostfile).write_text(hostfile_text(first.layout))
+        hostfile = _hostfile_for(first, folder)
+        if hostfile == str(folder / "hostfile.txt"):  # generated for this launch
+            Path(hostfile).write_text(hostfile_text(first.layout))
         runs_file = folder / "runs.json"
         program = [self.python, "-m", "archbench.train", RUNS_FILE_FLAG, str(runs_file)]
         forward = [*self.spec.env, *RUN_ENV]
@@ -608,3 +597,14 @@ def run_sweep(
     spec: StudySpec, options: SweepOptions, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     return Sweep(spec, options, out, err).run()
+
+
+def _hostfile_for(run: PlannedRun, folder: Path) -> str | None:
+    """The hostfile a launched run's launcher reads: the user's, where its placement names one,
+    else `hostfile.txt` in `folder` (written from the run's layout); None for a plain process."""
+    if not run.launched:
+        return None
+    placement = run.config.get("placement")
+    if placement is not None and placement not in PLACEMENT_POLICIES:
+        return os.path.abspath(placement)
+    return str(folder / "hostfile.txt")
