@@ -195,6 +195,21 @@ def test_a_study_with_timeline_true_traces_each_run_beside_its_record(tmp_path):
     assert "--timeline" not in _sweep(spec, "--dry-run").stdout
 
 
+def test_an_also_block_traces_its_own_runs_only(tmp_path):
+    spec = tmp_path / "traced.yaml"
+    block = "also:\n  - {{fixed: {{steps: {steps}}}, factors: {{arch: [ps]}}, timeline: true}}\n"
+    spec.write_text(SPEC.format(timeline="false", steps=8) + block.format(steps=30))
+    proc = _sweep(spec, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    traced = [c for c in proc.stdout.splitlines() if "--timeline-file" in c]
+    assert len(proc.stdout.splitlines()) == 5 and len(traced) == 1
+    assert "--arch ps" in traced[0] and "--steps 30" in traced[0]
+    # the block's runs are checked for length as a traced study's are
+    spec.write_text(SPEC.format(timeline="false", steps=8) + block.format(steps=8))
+    proc = _sweep(spec, "--dry-run")
+    assert proc.returncode == 2 and "arch=ps" in proc.stderr and "--steps 9 or more" in proc.stderr
+
+
 def test_a_study_too_short_to_trace_is_refused_with_one_line(tmp_path):
     spec = tmp_path / "traced.yaml"
     spec.write_text(SPEC.format(timeline="true", steps=8))

@@ -11,6 +11,7 @@ import pytest
 
 from archbench.errors import UsageError
 from archbench.hosts import HostSlots
+from archbench.settings import SETTINGS
 from archbench.sweep.groups import cold_groups, layout_key, warm_groups
 from archbench.sweep.hosts import ClusterTarget
 from archbench.sweep.plan import build_plan
@@ -50,7 +51,7 @@ def test_runs_group_by_layout_and_keep_their_order(tmp_path):
     for group in groups:
         assert len({run.arch for run in group}) == 1
         assert len({run.config.get("fusion_threshold_mb") for run in group}) == 1
-        assert len({layout_key(run, False) for run in group}) == 1
+        assert len({layout_key(run) for run in group}) == 1
     flat = [run.run_id for group in groups for run in group]
     assert sorted(flat) == sorted(run.run_id for run in plan.runs)
     # inside a group the (shuffled) plan order stands; groups come in the order of their first run
@@ -73,7 +74,93 @@ def test_gloo_and_traced_runs_get_a_launch_each(tmp_path):
     gloo = [g for g in groups if g[0].config.get("controller") == "gloo"]
     assert len(gloo) == 4 and all(len(g) == 1 for g in gloo)
     assert [len(g) for g in groups if g[0].config.get("controller") != "gloo"] == [4]
-    assert all(len(group) == 1 for group in warm_groups(plan.runs, timeline=True))
+    traced = STUDY.replace("repetitions: 2", "repetitions: 2\ntimeline: true")
+    _, traced_plan = plan_of(tmp_path, traced.replace("fixed: {", "fixed: {probe_every: 5, "))
+    assert all(run.traced for run in traced_plan.runs)
+    assert all(len(group) == 1 for group in warm_groups(traced_plan.runs))
+
+
+ALSO = """
+study: blocks
+seed: 3
+repetitions: 3
+cluster: {kind: localhost, slots: 4}
+fixed: {workers: 2, model: mlp, steps: 30}
+factors:
+  arch: [ring, p2p]
+also:
+  - fixed: {model: cnn}
+    factors: {arch: [ring, p2p]}
+    repetitions: 1
+    timeline: true
+  - factors: {arch: [ring], lr: [0.2]}
+  - factors: {arch: [p2p]}       # the study's own p2p configuration: measured once
+"""
+
+
+def test_also_blocks_add_configurations_with_their_own_repetitions_and_traces(tmp_path):
+    spec, plan = plan_of(tmp_path, ALSO)
+    by_config: dict[tuple, list] = {}
+    for run in plan.runs:
+        key = (run.arch, run.config["model"], run.config.get("lr"), run.traced)
+        by_config.setdefault(key, []).append(run)
+    assert {key: len(runs) for key, runs in by_config.items()} == {
+        ("ring", "mlp", None, False): 3,
+        ("p2p", "mlp", None, False): 3,
+        ("ring", "cnn", None, True): 1,
+        ("p2p", "cnn", None, True): 1,
+        ("ring", "mlp", 0.2, False): 3,
+    }
+    assert plan.configurations == 5 and len(plan.runs) == 11
+    assert any("repeat another configuration" in note for note in plan.notes)
+    # the block's fixed settings win over the study's; the rest are the study's
+    cnn = by_config[("ring", "cnn", None, True)][0]
+    assert cnn.config["steps"] == 30 and cnn.config["workers"] == 2
+    # every run lists its level of everything the study varies, so the report tells the
+    # block's runs from the rest (a level no design point named: the configuration's or the
+    # setting's default)
+    default_lr = SETTINGS["lr"].default
+    assert cnn.factors == {"arch": "ring", "model": "cnn", "lr": default_lr}
+    assert by_config[("ring", "mlp", 0.2, False)][0].factors == {
+        "arch": "ring", "lr": 0.2, "model": "mlp",
+    }  # fmt: skip
+    assert by_config[("p2p", "mlp", None, False)][0].factors["model"] == "mlp"
+    # traced runs launch alone; the block's untraced ring runs join the study's ring launch
+    groups = warm_groups(plan.runs)
+    assert sorted(len(g) for g in groups) == [1, 1, 3, 6]
+    # ids of the study's own runs do not depend on the blocks
+    _, alone = plan_of(tmp_path, ALSO.split("also:")[0])
+    assert {r.run_id for r in alone.runs} <= {r.run_id for r in plan.runs}
+
+
+def test_a_traced_block_of_a_traced_study_keeps_the_ids_a_plain_one_had(tmp_path):
+    """The ids of an untraced study's runs, of a traced one's, and a block that traces the
+    study's configuration otherwise: two runs, two ids."""
+    base = ALSO.split("also:")[0]
+    _, plain = plan_of(tmp_path, base)
+    _, twice = plan_of(tmp_path, base + "also:\n  - {factors: {arch: [ring]}, timeline: true}\n")
+    plain_ids = {r.run_id for r in plain.runs}
+    traced = [r for r in twice.runs if r.traced]
+    assert len(traced) == 3 and plain_ids < {r.run_id for r in twice.runs}
+    assert not plain_ids & {r.run_id for r in traced}
+
+
+@pytest.mark.parametrize(
+    "block,problem",
+    [
+        ("[{factors: {arch: [ring]}, warm: true}]", "also\\[1\\]: unknown key 'warm'"),
+        ("{factors: {arch: [ring]}}", "also must be a list"),
+        ("[{fixed: {arch: ring}, factors: {arch: [p2p]}}]", "'arch' is both fixed and a factor"),
+        ("[{factors: {lr: {min: 0.01, max: 0.1}}}]", "a block is a full factorial"),
+        ("[{fixed: {epochs: 1}}]", "sets both epochs and steps"),
+        ("[{factors: {arch: [ring]}, repetitions: 0}]", "repetitions must be an integer"),
+        ("[{factors: {arch: [rings]}}]", "also\\[1\\]: factors"),
+    ],
+)
+def test_a_block_that_is_not_one_is_named(tmp_path, block, problem):
+    text = ALSO.split("also:")[0] + f"also: {block}\n"
+    with pytest.raises(UsageError, match=problem):
+        plan_of(tmp_path, text)
 
 
 @pytest.mark.parametrize(

@@ -118,7 +118,7 @@ class Sweep:
         record_path = run_dir / "record.jsonl"
         hostfile = _hostfile_for(run, run_dir)
         train = train_argv(run.config, self.python, str(record_path), run.run_id, self.spec.name)
-        if self.spec.timeline:  # the run's trace beside its record
+        if run.traced:  # the run's trace beside its record
             train += [TIMELINE_FLAG, str(run_dir / "timeline.json")]
         forward = [*self.spec.env, *RUN_ENV]
         argv = launch_argv(
@@ -168,7 +168,7 @@ class Sweep:
         """The launches the runs go in, in run order."""
         if not self.warm:
             return cold_groups(runs)
-        return warm_groups(runs, self.spec.timeline)
+        return warm_groups(runs)
 
     def _launches_text(self, groups: list[list[PlannedRun]]) -> str:
         """` in L launch(es) (warm: …)` for the summary line; empty with nothing to run."""
@@ -187,10 +187,12 @@ class Sweep:
         plan = self.plan
         done = sum(1 for run in plan.runs if self.store.status_of(run.run_id) == "ok")
         failed = sum(1 for run in plan.runs if self.store.status_of(run.run_id) not in (None, "ok"))
+        shape = f"{plan.configurations} configurations x {self.spec.repetitions} repetition(s)"
+        if self.spec.also:  # a block may repeat its configurations another number of times
+            shape = f"{plan.configurations} configurations ({len(self.spec.also)} in also: blocks)"
         return (
-            f"study {self.spec.name}: {plan.configurations} configurations x {self.spec.repetitions} "
-            f"repetition(s) = {len(plan.runs)} runs on {plan.target.describe()}; {done} ok, {failed} failed "
-            f"already recorded; {todo} to run"
+            f"study {self.spec.name}: {shape} = {len(plan.runs)} runs on "
+            f"{plan.target.describe()}; {done} ok, {failed} failed already recorded; {todo} to run"
         )
 
     def _dry_run(self) -> int:

@@ -20,10 +20,10 @@ _FIXED_AT_START = ("launcher", "controller", "placement", "bandwidth", "threads"
 _FIXED_AT_HOROVOD_INIT = ("fusion_threshold_mb", "cycle_time_ms", "allreduce_algorithm")
 
 
-def layout_key(run: PlannedRun, timeline: bool) -> str | None:
+def layout_key(run: PlannedRun) -> str | None:
     """What a run's launch fixes, as a key; None for a run that needs a launch of its own."""
     config = run.config
-    if timeline or config.get("controller") == "gloo":
+    if run.traced or config.get("controller") == "gloo":
         return None
     fixed: dict[str, Any] = {
         "launched": run.launched,
@@ -38,7 +38,7 @@ def layout_key(run: PlannedRun, timeline: bool) -> str | None:
     return json.dumps(fixed, sort_keys=True, default=str)
 
 
-def warm_groups(runs: list[PlannedRun], timeline: bool = False) -> list[list[PlannedRun]]:
+def warm_groups(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
     """The runs in groups that can share a launch: groups in the order of their first run in
     `runs`, runs in their order in `runs` (so a shuffled study stays shuffled: its groups come in
     random order, and so do the runs inside each)."""
@@ -46,7 +46,7 @@ def warm_groups(runs: list[PlannedRun], timeline: bool = False) -> list[list[Pla
     alone: list[list[PlannedRun]] = []
     ordered: list[list[PlannedRun]] = []
     for run in runs:
-        key = layout_key(run, timeline)
+        key = layout_key(run)
         if key is None:
             alone.append([run])
             ordered.append(alone[-1])

@@ -40,6 +40,7 @@ class PlannedRun:
     # Started by a launcher from a hostfile: every multi-process run, and on a cluster (emulated,
     # Slurm) also `single`, so the baseline runs on a node, inside that node's CPU budget.
     launched: bool = True
+    traced: bool = False  # writes a timeline (the study's or its `also:` block's `timeline:`)
 
     @property
     def arch(self) -> str:
@@ -76,9 +77,75 @@ def describe(config: dict[str, Any], keys: list[str] | None = None) -> str:
     return " ".join(f"{key}={config[key]}" for key in keys if key in config)
 
 
-def normalise(point: dict[str, Any], spec: StudySpec, target: ClusterTarget) -> dict[str, Any]:
-    """The configuration a design point runs as, or UsageError when it cannot run at all."""
-    merged = {**spec.fixed, **point}
+@dataclass(frozen=True)
+class DesignPart:
+    """Design points and what they share: the study's own design, or one `also:` block."""
+
+    fixed: dict[str, Any]
+    points: list[dict[str, Any]]
+    exclude: list[dict[str, Any]]
+    repetitions: int
+    traced: bool
+
+
+def design_parts(spec: StudySpec) -> list[DesignPart]:
+    """The study's design, then each `also:` block's full factorial over its fixed settings."""
+    parts = [
+        DesignPart(
+            spec.fixed,
+            design.expand(spec.design, spec.factors, spec.seed),
+            spec.exclude,
+            spec.repetitions,
+            spec.timeline,
+        )
+    ]
+    for block in spec.also:
+        points = design.full_factorial(block.factors) if block.factors else [{}]
+        fixed = {**spec.fixed, **block.fixed}
+        parts.append(DesignPart(fixed, points, [], block.repetitions, block.timeline))
+    return parts
+
+
+def varied_settings(spec: StudySpec) -> list[str]:
+    """What varies across the study: its factors, then each `also:` block's factors and the
+    fixed settings where a block differs from the study. Each run's record lists its level of
+    each (`sweep.factors`), so the report compares a block's runs with the rest."""
+    names = dict.fromkeys(spec.factors)
+    for block in spec.also:
+        names.update(dict.fromkeys(block.factors))
+        names.update(
+            (name, None) for name, value in block.fixed.items() if spec.fixed.get(name) != value
+        )
+    return list(names)
+
+
+def _levels_of(
+    names: list[str], listed: dict[str, Any], config: dict[str, Any]
+) -> dict[str, Any]:
+    """A run's level of each varied setting its own design point did not name: its
+    configuration's, else the setting's default where it applies to the run's architecture."""
+    levels = {}
+    for name in names:
+        if name in listed:
+            continue
+        if name in config:
+            levels[name] = config[name]
+        elif SETTINGS[name].default is not None and applies(name, config["arch"]):
+            levels[name] = SETTINGS[name].default
+    return levels
+
+
+def normalise(
+    point: dict[str, Any],
+    spec: StudySpec,
+    target: ClusterTarget,
+    fixed: dict[str, Any] | None = None,
+    traced: bool | None = None,
+) -> dict[str, Any]:
+    """The configuration a design point runs as, or UsageError when it cannot run at all.
+    `fixed` and `traced` are the study's unless given (an `also:` block's)."""
+    traced = spec.timeline if traced is None else traced
+    merged = {**(spec.fixed if fixed is None else fixed), **point}
     arch = merged.get("arch", "single")
     config: dict[str, Any] = {"arch": arch}
     for name, value in merged.items():
@@ -114,7 +181,7 @@ def normalise(point: dict[str, Any], spec: StudySpec, target: ClusterTarget) -> 
             f"configuration {describe(config)}: controller gloo needs launcher horovodrun"
         )
     _check_model(config)
-    problem = combination_problem(config) or (_untraceable(config) if spec.timeline else None)
+    problem = combination_problem(config) or (_untraceable(config) if traced else None)
     if problem:
         raise UsageError(f"configuration {describe(config)}: {problem}")
     order = list(SETTINGS)
@@ -153,10 +220,18 @@ def matches(pattern: dict[str, Any], config: dict[str, Any]) -> bool:
     return all(key in config and config[key] == value for key, value in pattern.items())
 
 
-def run_id_for(config: dict[str, Any], repetition: int, cluster_kind: str) -> str:
-    """Stable id: `<arch>-<10 hex digits of the configuration's hash>-r<repetition>`."""
+def run_id_for(
+    config: dict[str, Any], repetition: int, cluster_kind: str, traced: bool | None = None
+) -> str:
+    """Stable id: `<arch>-<10 hex digits of the configuration's hash>-r<repetition>`. `traced`
+    is given only for a run traced otherwise than the rest of its study (an `also:` block's
+    `timeline:`), so that a traced and an untraced run of one configuration are two runs while
+    every other id stays what it was before blocks could choose."""
+    identity: dict[str, Any] = {"config": config, "repetition": repetition, "cluster": cluster_kind}
+    if traced is not None:
+        identity["traced"] = traced
     canonical = json.dumps(
-        {"config": config, "repetition": repetition, "cluster": cluster_kind},
+        identity,
         sort_keys=True,
         separators=(",", ":"),
         default=str,
@@ -171,29 +246,33 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
         from archbench.sweep.emulated import check_buildable
 
         check_buildable(target, spec.cluster)
-    points = design.expand(spec.design, spec.factors, spec.seed)
-    plan = StudyPlan(spec, target, [], design_points=len(points))
-    configurations: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    parts = design_parts(spec)
+    varying = varied_settings(spec)
+    plan = StudyPlan(spec, target, [], design_points=sum(len(part.points) for part in parts))
+    # configuration (with whether it is traced) -> (config, factor levels, repetitions, traced)
+    configurations: dict[str, tuple[dict[str, Any], dict[str, Any], int, bool]] = {}
     excluded = collapsed = 0
-    for point in points:
-        try:
-            config = normalise(point, spec, target)
-        except UsageError:
-            # a combination no run can take (e.g. topk with --sync-every 8) that the spec
-            # leaves out is excluded, not refused
-            if any(matches(pattern, {**spec.fixed, **point}) for pattern in spec.exclude):
+    for part in parts:
+        for point in part.points:
+            try:
+                config = normalise(point, spec, target, part.fixed, part.traced)
+            except UsageError:
+                # a combination no run can take (e.g. topk with --sync-every 8) that the spec
+                # leaves out is excluded, not refused
+                if any(matches(pattern, {**part.fixed, **point}) for pattern in part.exclude):
+                    excluded += 1
+                    continue
+                raise
+            if any(matches(pattern, config) for pattern in part.exclude):
                 excluded += 1
                 continue
-            raise
-        if any(matches(pattern, config) for pattern in spec.exclude):
-            excluded += 1
-            continue
-        key = json.dumps(config, sort_keys=True, default=str)
-        if key in configurations:
-            collapsed += 1
-            continue
-        factors = {name: config[name] for name in point if name in config}
-        configurations[key] = (config, factors)
+            key = json.dumps({"config": config, "traced": part.traced}, sort_keys=True, default=str)
+            if key in configurations:
+                collapsed += 1
+                continue
+            factors = {name: config[name] for name in point if name in config}
+            factors.update(_levels_of(varying, factors, config))
+            configurations[key] = (config, factors, part.repetitions, part.traced)
     if not configurations:
         raise UsageError(f"study {spec.name}: the design leaves no configuration to run")
     if collapsed:
@@ -204,16 +283,16 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
     if excluded:
         plan.notes.append(f"{excluded} design point(s) excluded by the spec")
     plan.configurations = len(configurations)
-    if plan.configurations * spec.repetitions > MAX_RUNS:
+    total = sum(repetitions for _, _, repetitions, _ in configurations.values())
+    if total > MAX_RUNS:
         raise UsageError(
-            f"study {spec.name}: {plan.configurations:,} configurations x {spec.repetitions:,} "
-            f"repetitions = {plan.configurations * spec.repetitions:,} runs; a study has at most "
-            f"{MAX_RUNS:,}"
+            f"study {spec.name}: {plan.configurations:,} configurations and their repetitions "
+            f"make {total:,} runs; a study has at most {MAX_RUNS:,}"
         )
 
-    for config, factors in configurations.values():
+    for config, factors, repetitions, traced in configurations.values():
         layout = commands.layout_for(config, target)
-        for repetition in range(1, spec.repetitions + 1):
+        for repetition in range(1, repetitions + 1):
             run_config = dict(config)
             base_seed = config.get("seed", spec.seed)
             run_config["seed"] = base_seed + (repetition - 1 if spec.seed_per_repetition else 0)
@@ -222,7 +301,12 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
             }
             plan.runs.append(
                 PlannedRun(
-                    run_id=run_id_for(run_config, repetition, target.kind),
+                    run_id=run_id_for(
+                        run_config,
+                        repetition,
+                        target.kind,
+                        traced if traced != spec.timeline else None,
+                    ),
                     repetition=repetition,
                     config=run_config,
                     factors=factors,
@@ -231,6 +315,7 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
                     launched=config["arch"] in MULTI_PROCESS
                     or target.kind != "localhost"
                     or config.get("companions", 0) > 0,
+                    traced=traced,
                 )
             )
     if spec.order == "random":

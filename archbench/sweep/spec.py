@@ -47,7 +47,10 @@ _TOP_KEYS = {
     "exclude",
     "timeline",
     "warm",
+    "also",
 }
+# The keys of one `also:` block.
+_BLOCK_KEYS = {"fixed", "factors", "repetitions", "timeline"}
 _CLUSTER_KEYS = {
     "kind", "slots", "nodes", "bandwidth", "manage", "name", "prefix", "dilation",
     "vcpus_per_node", "vcpus_per_process", "idle_nap_us",
@@ -105,6 +108,18 @@ class ClusterSpec:
 
 
 @dataclass(frozen=True)
+class Block:
+    """An `also:` block: configurations added to the study's design, the full factorial of the
+    block's own factors over the study's fixed settings and the block's (which win). A block does
+    not cross the study's factors: it names every setting it varies."""
+
+    fixed: dict[str, Any]
+    factors: dict[str, list[Any]]
+    repetitions: int
+    timeline: bool  # a trace per run of this block (the study's `timeline:` unless it says)
+
+
+@dataclass(frozen=True)
 class TimeoutRule:
     when: dict[str, Any]
     timeout_s: float
@@ -134,6 +149,7 @@ class StudySpec:
     exclude: list[dict[str, Any]] = field(default_factory=list)
     timeline: bool = False  # a --timeline trace per run, beside its record
     warm: bool = True  # runs that share a process layout share a launch (warm groups)
+    also: list[Block] = field(default_factory=list)  # configurations added to the design
 
     def timeout_for(self, config: dict[str, Any]) -> float:
         """The first matching rule's timeout, else the study's."""
@@ -235,6 +251,7 @@ def parse_spec(
     spec.exclude = _exclude(raw.get("exclude"), spec, where)
     spec.timeline = _bool(raw, "timeline", False, where)
     spec.warm = _bool(raw, "warm", True, where)
+    spec.also = _also(raw.get("also"), spec, where)
     for rule in spec.timeouts:
         _check_known_values(rule.when, spec, f"{where}: timeouts")
     if "epochs" in spec.fixed and "steps" in spec.fixed:
@@ -556,6 +573,50 @@ def _timeouts(value: Any, where: str) -> list[TimeoutRule]:
             TimeoutRule(when, _positive_number(item["timeout_s"], "timeouts: timeout_s", where))
         )
     return rules
+
+
+def _also(value: Any, spec: StudySpec, where: str) -> list[Block]:
+    """`also:`, a list of blocks of configurations added to the design (see Block)."""
+    if value is None:
+        return []
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(item, dict) and item for item in value)
+        or len(value) > limits.MAX_RULES
+    ):
+        raise UsageError(
+            f"{where}: also must be a list of at most {limits.MAX_RULES:,} blocks "
+            "({fixed: ..., factors: ..., repetitions: N, timeline: true|false})"
+        )
+    blocks = []
+    for index, raw in enumerate(value, 1):
+        context = f"{where}: also[{index}]"
+        unknown = sorted(set(map(str, raw)) - _BLOCK_KEYS)
+        if unknown:
+            raise UsageError(
+                f"{context}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_BLOCK_KEYS))})"
+            )
+        fixed = _fixed(raw.get("fixed"), context)
+        factors = _factors(raw.get("factors"), context)
+        ranged = [name for name, levels in factors.items() if not isinstance(levels, list)]
+        if ranged:
+            raise UsageError(
+                f"{context}: factors: {ranged[0]}: a block is a full factorial; give a list of "
+                "levels"
+            )
+        both = sorted(set(fixed) & set(factors))
+        if both:
+            raise UsageError(f"{context}: {both[0]!r} is both fixed and a factor; keep one")
+        settings = {**spec.fixed, **fixed, **factors}
+        if settings.get("epochs") is not None and settings.get("steps") is not None:
+            raise UsageError(
+                f"{context}: with the study's fixed settings it sets both epochs and steps; a "
+                "run trains for one of them"
+            )
+        repetitions = _int(raw, "repetitions", spec.repetitions, context, 1, limits.MAX_REPETITIONS)
+        timeline = _bool(raw, "timeline", spec.timeline, context)
+        blocks.append(Block(fixed, factors, repetitions, timeline))  # type: ignore[arg-type]
+    return blocks
 
 
 def _exclude(value: Any, spec: StudySpec, where: str) -> list[dict[str, Any]]:
