@@ -119,9 +119,7 @@ def varied_settings(spec: StudySpec) -> list[str]:
     return list(names)
 
 
-def _levels_of(
-    names: list[str], listed: dict[str, Any], config: dict[str, Any]
-) -> dict[str, Any]:
+def _levels_of(names: list[str], listed: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """A run's level of each varied setting its own design point did not name: its
     configuration's, else the setting's default where it applies to the run's architecture."""
     levels = {}
