@@ -12,7 +12,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -374,26 +374,26 @@ KILLED = """
     """
 
 
-def test_a_driver_killed_mid_study_loses_and_duplicates_nothing(tmp_path, no_leftovers):
-    spec = write_spec(tmp_path, "killed", KILLED)
-    study = tmp_path / "killed"
-    log = open(tmp_path / "driver.log", "wb")
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "archbench.cli", "sweep", str(spec)],
-        cwd=REPO, env=sweep_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+def kill_driver_then_resume(
+    spec: Path, study: Path, log_path: Path, under_way: Callable[[], bool], lrs: list[float]
+) -> list[dict]:
+    """Starts the sweep, SIGKILLs its driver once `under_way()` (a run recorded, the next one
+    running), checks that the run under way died with it, resumes, and checks that nothing was
+    lost or run twice: one ok record per level of `lrs`, every record kept before the kill still
+    there byte for byte, exactly once. The resumed study's records."""
+    with open(log_path, "wb") as log:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "archbench.cli", "sweep", str(spec)],
+            cwd=REPO, env=sweep_env(), stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
     try:
-        # Wait until one run is recorded and the next one is under way, then kill the driver.
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            done = len(results(study))
-            running = [
-                d for d in (study / "runs").glob("*") if (d / "log.txt").exists() and not (d / "outcome.json").exists()
-            ] if (study / "runs").exists() else []  # fmt: skip
-            if done >= 1 and running and processes_mentioning(str(running[0])):
+            if under_way():
                 break
-            assert driver.poll() is None, (tmp_path / "driver.log").read_text()
-            time.sleep(0.2)
+            assert driver.poll() is None, log_path.read_text()
+            time.sleep(0.05)
         else:
             pytest.fail("the sweep never got to its second run")
         os.kill(driver.pid, signal.SIGKILL)
@@ -401,7 +401,6 @@ def test_a_driver_killed_mid_study_loses_and_duplicates_nothing(tmp_path, no_lef
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-        log.close()
     recorded_before = (study / "results.jsonl").read_bytes()
     # The run under way dies with its driver (it cannot go on to write anything later).
     deadline = time.monotonic() + 15
@@ -412,14 +411,34 @@ def test_a_driver_killed_mid_study_loses_and_duplicates_nothing(tmp_path, no_lef
     resumed = sweep(spec)
     assert resumed.returncode == 0, resumed.stderr
     records = results(study)
-    assert len(records) == 4
-    assert sorted(r["config"]["lr"] for r in records) == [0.01, 0.02, 0.03, 0.04]
-    assert len({r["run_id"] for r in records}) == 4
-    assert all(r["status"] == "ok" for r in records)
-    # every record kept before the kill is still there, byte for byte, exactly once
-    assert (study / "results.jsonl").read_bytes().startswith(recorded_before)
+    assert len(records) == len(lrs) and len({r["run_id"] for r in records}) == len(lrs)
+    assert sorted(r["config"]["lr"] for r in records) == sorted(lrs)
+    assert all(r["status"] == "ok" for r in records), [r.get("error") for r in records]
+    after = (study / "results.jsonl").read_bytes()
+    assert after.startswith(recorded_before)
     for line in recorded_before.splitlines():
-        assert (study / "results.jsonl").read_bytes().count(line) == 1
+        assert after.count(line) == 1
+    return records
+
+
+def test_a_driver_killed_mid_study_loses_and_duplicates_nothing(tmp_path, no_leftovers):
+    spec = write_spec(tmp_path, "killed", KILLED)
+    study = tmp_path / "killed"
+
+    def under_way() -> bool:
+        running = [
+            d for d in (study / "runs").glob("*")
+            if (d / "log.txt").exists() and not (d / "outcome.json").exists()
+        ] if (study / "runs").exists() else []  # fmt: skip
+        return (
+            len(results(study)) >= 1
+            and bool(running)
+            and bool(processes_mentioning(str(running[0])))
+        )
+
+    kill_driver_then_resume(
+        spec, study, tmp_path / "driver.log", under_way, [0.01, 0.02, 0.03, 0.04]
+    )
 
 
 def test_the_demo_study_covers_every_architecture_and_each_placement(tmp_path):
@@ -427,8 +446,9 @@ def test_the_demo_study_covers_every_architecture_and_each_placement(tmp_path):
     local = sweep(spec, "--dry-run", "--cluster", "localhost")
     assert local.returncode == 0, local.stderr
     # one host: PS placement means nothing there, so (1 single + 2 ring + 2 p2p + 2 ps) x 3
-    # repetitions
-    assert len(local.stdout.splitlines()) == 21
+    # repetitions, and the also: blocks: (ring, p2p, ps traced + single) x 2 on the cnn, async
+    # ps x 3, fp16 ring x 3
+    assert len(local.stdout.splitlines()) == 21 + 8 + 3 + 3
     from archbench.sweep.hosts import emulation_unavailable
 
     if emulation_unavailable():
@@ -438,9 +458,14 @@ def test_the_demo_study_covers_every_architecture_and_each_placement(tmp_path):
     commands = [line for line in emulated.stdout.splitlines() if not line.startswith("#")]
     # (2 single + 2 ring + 2 p2p + 5 ps) x 3 repetitions: the single baseline of W workers
     # computes beside W - 1 companions; ps on a dedicated host, beside a worker, and (2 workers
-    # only, within a host's 4 virtual cores) every process on one host
-    assert len(commands) == 33
+    # only, within a host's 4 virtual cores) every process on one host; and the also: blocks
+    assert len(commands) == 33 + 8 + 3 + 3
+    traced = [command for command in commands if "--timeline-file" in command]
+    assert len(traced) == 6 and all("--model cnn" in command for command in traced)
     for words in (
+        "--model cnn",
+        "--async",
+        "--compression fp16",
         "--arch single",
         "--arch ring",
         "--arch p2p",

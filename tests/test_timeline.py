@@ -233,3 +233,33 @@ def test_a_budget_s_throttled_time_explains_a_gap_no_longer_than_the_gap():
     frame["args"]["throttled_us"] = 50.0  # more than the 10 µs gap: only the gap is explained
     (row,) = breakdowns(trace)
     assert row.throttled == pytest.approx(10e-6) and row.unaccounted == 0
+
+
+def test_horovods_negotiation_is_a_wait_on_each_rank_from_its_readiness_mark():
+    from archbench.timeline import horovod
+
+    meta = {"ph": "M", "pid": 0, "name": "process_name", "args": {"name": "t"}}
+    base = {"ph": "M", "pid": 0, "name": "x", "args": {"start_time_since_epoch_in_micros": 1000}}
+    events = [
+        base, meta,
+        {"ph": "B", "pid": 0, "ts": 10, "name": "NEGOTIATE_ALLREDUCE"},
+        {"ph": "X", "pid": 0, "ts": 10, "name": "1"},  # rank 1 ready first
+        {"ph": "X", "pid": 0, "ts": 40, "name": "0"},
+        {"ph": "E", "pid": 0, "ts": 41},
+        {"ph": "B", "pid": 0, "ts": 41, "name": "ALLREDUCE"},
+        {"ph": "B", "pid": 0, "ts": 42, "name": "MPI_ALLREDUCE"},
+        {"ph": "E", "pid": 0, "ts": 60, "args": {"shape": "[4]", "dtype": "float32"}},
+        {"ph": "E", "pid": 0, "ts": 61},
+    ]  # fmt: skip
+    found = horovod.spans(events, rank=0)
+    waits = {s.rank: s for s in found if s.name.startswith("negotiate")}
+    assert {r: (s.start_ns, s.end_ns) for r, s in waits.items()} == {
+        0: (1040_000, 1041_000), 1: (1010_000, 1041_000),
+    }  # fmt: skip
+    assert waits[1].clock == 0, "rank 1's wait is on rank 0's clock (where it was marked)"
+    comm = [s for s in found if s.cat == "comm"]
+    assert len(comm) == 1 and comm[0].args["bytes"] == 16
+    # a timeline without marks: the coordinator's bar, on rank 0
+    unmarked = horovod.spans([e for e in events if e["ph"] != "X"], rank=0)
+    (bar,) = [s for s in unmarked if s.name.startswith("negotiate")]
+    assert (bar.rank, bar.start_ns, bar.end_ns) == (0, 1010_000, 1041_000)

@@ -145,6 +145,11 @@ def test_a_traced_block_of_a_traced_study_keeps_the_ids_a_plain_one_had(tmp_path
     assert not plain_ids & {r.run_id for r in traced}
 
 
+# 101 x 99 points in one block, beside the study's 2: one more than a study may have
+LR_LEVELS = ", ".join(str(0.001 * (i + 1)) for i in range(101))
+BATCH_LEVELS = ", ".join(map(str, range(1, 100)))
+
+
 @pytest.mark.parametrize(
     "block,problem",
     [
@@ -155,6 +160,10 @@ def test_a_traced_block_of_a_traced_study_keeps_the_ids_a_plain_one_had(tmp_path
         ("[{fixed: {epochs: 1}}]", "sets both epochs and steps"),
         ("[{factors: {arch: [ring]}, repetitions: 0}]", "repetitions must be an integer"),
         ("[{factors: {arch: [rings]}}]", "also\\[1\\]: factors"),
+        (
+            f"[{{factors: {{lr: [{LR_LEVELS}], batch_size: [{BATCH_LEVELS}]}}}}]",
+            "its design and also: blocks give 10,001 design points",
+        ),
     ],
 )
 def test_a_block_that_is_not_one_is_named(tmp_path, block, problem):

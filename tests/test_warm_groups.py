@@ -27,6 +27,7 @@ import pytest
 from cluster_fixture import launcher_env
 from conftest import REPO, launcher_prefix
 from test_sweep_runs import (
+    kill_driver_then_resume,
     no_leftovers,  # noqa: F401  (a fixture: fails a test that leaves a process behind)
     processes_mentioning,
     results,
@@ -299,39 +300,13 @@ KILLED_DRIVER = """
 def test_a_driver_killed_mid_group_resumes_with_nothing_lost_or_run_twice(tmp_path):
     spec = write_spec(tmp_path, "warmresume", KILLED_DRIVER)
     study = tmp_path / "warmresume"
-    log_path = tmp_path / "driver.log"
-    driver = start_driver(spec, log_path)
-    try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            if len(results(study)) >= 1 and processes_mentioning(str(study / "groups")):
-                break
-            assert driver.poll() is None, log_path.read_text()
-            time.sleep(0.05)
-        else:
-            pytest.fail("the sweep never got to its second run")
-        os.kill(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=30)
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-    recorded_before = (study / "results.jsonl").read_bytes()
-    # the launch dies with its driver
-    deadline = time.monotonic() + 15
-    while processes_mentioning(str(study)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_mentioning(str(study)) == []
 
-    resumed = sweep(spec)
-    assert resumed.returncode == 0, resumed.stderr
-    records = results(study)
-    assert len(records) == 4 and len({r["run_id"] for r in records}) == 4
-    assert sorted(r["config"]["lr"] for r in records) == [0.01, 0.02, 0.03, 0.04]
-    assert all(r["status"] == "ok" for r in records), [r["error"] for r in records]
-    after = (study / "results.jsonl").read_bytes()
-    assert after.startswith(recorded_before)
-    for line in recorded_before.splitlines():
-        assert after.count(line) == 1
+    def under_way() -> bool:
+        return len(results(study)) >= 1 and bool(processes_mentioning(str(study / "groups")))
+
+    records = kill_driver_then_resume(
+        spec, study, tmp_path / "driver.log", under_way, [0.01, 0.02, 0.03, 0.04]
+    )
     # the runs after the kill ran in a launch of the resumed sweep
     assert len({r["sweep"].get("warm_group") or r["run_id"] for r in records}) >= 2
 

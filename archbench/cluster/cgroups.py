@@ -278,10 +278,12 @@ def leftover_groups(hierarchy: Hierarchy | None) -> list[Path]:
 # --- reading: what a process is allowed and what the kernel did ------------------------------
 
 
-def _own_group(controller: str) -> str | None:
-    """This process's path in the hierarchy of `controller` ('' for v2's unified line)."""
+def _own_group(controller: str, source: str = "/proc/self/cgroup") -> str | None:
+    """This process's path in the hierarchy of `controller` ('' for v2's unified line); with
+    `/proc/thread-self/cgroup`, the calling thread's (a thread of a dilated node has a group of
+    its own)."""
     with contextlib.suppress(OSError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
+        for line in Path(source).read_text().splitlines():
             _, controllers, path = line.split(":", 2)
             if controller in controllers.split(",") or (controller == "" and controllers == ""):
                 return path
@@ -297,6 +299,25 @@ def process_group_dir(hierarchy: Hierarchy | None = None) -> Path | None:
     if path is None:
         return None
     return hierarchy.cpu_root / path.lstrip("/")
+
+
+def thread_budgets(hierarchy: Hierarchy | None = None) -> list[Path]:
+    """The groups whose quota can stop the calling thread: its own group and each ancestor with
+    a quota (on a dilated node: the thread's, its process's and its node's)."""
+    hierarchy = hierarchy or detect()
+    if hierarchy is None:
+        return []
+    path = _own_group("cpu" if hierarchy.version == "v1" else "", "/proc/thread-self/cgroup")
+    if path is None:
+        return []
+    current = hierarchy.cpu_root / path.lstrip("/")
+    budgets = []
+    while True:
+        if _quota_of(current, hierarchy.version) is not None:
+            budgets.append(current)
+        if current == hierarchy.cpu_root or current.parent == current:
+            return budgets
+        current = current.parent
 
 
 def _quota_of(directory: Path, version: str) -> tuple[int, int] | None:

@@ -20,8 +20,8 @@ from archbench.errors import UsageError
 from archbench.settings import PLACEMENT_POLICIES, SETTINGS, applies, combination_problem
 from archbench.sweep import commands, design
 from archbench.sweep.hosts import ClusterTarget
-from archbench.sweep.limits import MAX_RUNS
-from archbench.sweep.spec import StudySpec
+from archbench.sweep.limits import MAX_DESIGN_POINTS, MAX_RUNS
+from archbench.sweep.spec import Design, StudySpec
 
 # Launch defaults for multi-process runs when the study does not set them (the registry's).
 DEFAULT_WORKERS = SETTINGS["workers"].default
@@ -89,7 +89,16 @@ class DesignPart:
 
 
 def design_parts(spec: StudySpec) -> list[DesignPart]:
-    """The study's design, then each `also:` block's full factorial over its fixed settings."""
+    """The study's design, then each `also:` block's full factorial over its fixed settings;
+    UsageError, before any is built, when together they hold more than MAX_DESIGN_POINTS."""
+    whole = Design("full_factorial")
+    points = design.count(spec.design, spec.factors)
+    points += sum(design.count(whole, block.factors) for block in spec.also)
+    if points > MAX_DESIGN_POINTS:
+        raise UsageError(
+            f"study {spec.name}: its design and also: blocks give {points:,} design points; a "
+            f"study has at most {MAX_DESIGN_POINTS:,}"
+        )
     parts = [
         DesignPart(
             spec.fixed,

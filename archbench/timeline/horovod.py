@@ -11,6 +11,11 @@ their activities: those become one span listing the tensors and their bytes.
 An allreduce is a collective: every rank runs the same fused operation at the same time, so the
 activities are also drawn on the other ranks' tracks (`source` says they come from rank 0's
 timeline; they are off there by at most the clock bound and one message latency).
+
+A negotiation is drawn per rank: Horovod marks, under its bar, the moment the coordinator heard
+that a rank had the tensor ready (an `X` event named by the rank); from then until the bar ends
+that rank waits for the others. The mark is late by the rank's message to the coordinator (at
+most one cycle), so the wait drawn is at most that much shorter than the real one.
 """
 
 from __future__ import annotations
@@ -64,8 +69,8 @@ def _bytes(args: dict) -> int | None:
 
 
 def spans(events: list[dict], rank: int = 0) -> list[Span]:
-    """Rank 0's negotiations (waits) and operation activities (communication), fused tensors
-    merged, on rank 0's wall clock (ns)."""
+    """The negotiations (a wait on each rank, from its readiness mark) and rank 0's operation
+    activities (communication), fused tensors merged, on rank 0's wall clock (ns)."""
     base = next(
         (e["args"]["start_time_since_epoch_in_micros"] for e in events
          if e.get("ph") == "M" and "start_time_since_epoch_in_micros" in e.get("args", {})),
@@ -81,9 +86,14 @@ def spans(events: list[dict], rank: int = 0) -> list[Span]:
     stacks: dict[int, list[tuple[str, int]]] = defaultdict(list)
     intervals = []  # (name, start_us, end_us, pid, depth)
     sizes: dict[int, int] = {}
+    ready: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)  # (pid, start) -> rank: ts
     for event in events:
         phase, pid = event.get("ph"), event.get("pid")
-        if phase == "B":
+        if phase == "X" and stacks[pid] and stacks[pid][-1][0].startswith("NEGOTIATE"):
+            marked = str(event.get("name", ""))
+            if marked.isdigit():  # a rank's readiness, under the negotiation's bar
+                ready[(pid, stacks[pid][-1][1])].setdefault(int(marked), event["ts"])
+        elif phase == "B":
             stacks[pid].append((event["name"], event["ts"]))
         elif phase == "E" and stacks[pid]:
             name, start = stacks[pid].pop()
@@ -115,15 +125,28 @@ def spans(events: list[dict], rank: int = 0) -> list[Span]:
             "collective": "allreduce" if "ALLREDUCE" in name else name.lower(),
             "source": SOURCE,
         }
-        label = (
-            f"negotiate: wait until every rank has {len(pids)} tensor(s) ready"
-            if negotiation
-            else f"{name.lower()} ({len(pids)} tensor(s))"
-        )
+        if negotiation:
+            label = f"negotiate: wait until every rank has {len(pids)} tensor(s) ready"
+            marks: dict[int, int] = {}
+            for pid in pids:
+                for marked, ts in ready[(pid, start)].items():
+                    marks[marked] = min(ts, marks.get(marked, ts))
+            if not marks:  # a timeline without readiness marks: the coordinator's bar
+                result.append(
+                    Span(rank, "horovod", WAIT, label, start_ns(base, start), start_ns(base, end),
+                         args)
+                )  # fmt: skip
+            for marked, ts in sorted(marks.items()):
+                source = f"{SOURCE}, from rank {marked}'s readiness mark"
+                result.append(
+                    Span(marked, "horovod", WAIT, label, start_ns(base, ts), start_ns(base, end),
+                         {**args, "source": source}, None if marked == rank else rank)
+                )  # fmt: skip
+            continue
+        label = f"{name.lower()} ({len(pids)} tensor(s))"
         result.append(
-            Span(rank, "horovod", WAIT if negotiation else COMM, label, start_ns(base, start),
-                 start_ns(base, end), args)
-        )  # fmt: skip
+            Span(rank, "horovod", COMM, label, start_ns(base, start), start_ns(base, end), args)
+        )
     return result
 
 
@@ -140,7 +163,7 @@ def _short(tensor: str) -> str:
 def on_every_rank(rank0_spans: list[Span], ranks: list[int]) -> list[Span]:
     """The collective operations and their activities of rank 0's timeline drawn on the other
     ranks' tracks (on rank 0's clock): every rank takes part in the same operation.
-    Negotiations stay rank 0's."""
+    Negotiations are not copied: each rank has its own (`spans`)."""
     copies = []
     for span in rank0_spans:
         if span.cat == STEP or span.name.startswith("negotiate"):

@@ -86,17 +86,17 @@ class Tracer:
         if step == self.steps[0]:
             captures.begin()
         self.recorder.active, self.recorder.step = True, step
-        throttled = self.throttle.seconds()
+        before = self.throttle.read()
         with captures.step(step):
             started_ns, started = time.time_ns(), time.perf_counter()
             loss = train_step()
             elapsed, ended_ns = time.perf_counter() - started, time.time_ns()
-        after = self.throttle.seconds()
+        throttled = self.throttle.since(before)
         self.recorder.active = False
         self.traced_s.append(elapsed)
         args = {"step": step, "kind": kind, "source": LOOP}
-        if throttled is not None and after is not None:
-            args["throttled_s"] = after - throttled  # the CPU budget stopped the node's threads
+        if throttled is not None:
+            args["throttled_s"] = throttled  # a CPU budget stopped the thread running the step
         self.frames.append(
             Span(self.place.rank, "step", STEP, f"step {step}", started_ns, ended_ns, args)
         )
