@@ -263,3 +263,24 @@ def test_horovods_negotiation_is_a_wait_on_each_rank_from_its_readiness_mark():
     unmarked = horovod.spans([e for e in events if e["ph"] != "X"], rank=0)
     (bar,) = [s for s in unmarked if s.name.startswith("negotiate")]
     assert (bar.rank, bar.start_ns, bar.end_ns) == (0, 1010_000, 1041_000)
+
+
+def test_a_servers_time_with_no_op_running_is_a_wait_for_the_workers_requests():
+    from archbench.timeline import derive
+    from archbench.timeline.spans import Span
+
+    frame = Span(0, "step", "step", "step 3 (the workers')", 100, 200, {"step": 3})
+    spans = [
+        frame,
+        Span(0, "for worker 1", "comm", "push from worker rank 1", 120, 140, {"step": 3}),
+        Span(0, "for worker 1", "update", "update", 130, 150, {"step": 3}),
+        Span(0, "for worker 1", "comm", "pull to worker rank 1", 180, 190, {"step": 3}),
+        Span(1, "compute", "forward", "forward", 100, 120, {"step": 3}),  # a worker: not derived
+    ]
+    waits = derive.server_idle(spans, servers=[0])
+    assert [(w.rank, w.start_ns, w.end_ns) for w in waits] == [
+        (0, 100, 120),
+        (0, 150, 180),
+        (0, 190, 200),
+    ]
+    assert all(w.cat == "wait" and "derived" in w.args["source"] for w in waits)

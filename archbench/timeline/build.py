@@ -97,6 +97,8 @@ def arrange(gathered: list[Span], offsets: list[Offset], arch: str, roles: list[
     spans = _inside_steps(spans)
     if arch == "ring":
         spans += derive.horovod_queue(spans)
+    if arch == "ps":
+        spans += derive.server_idle(spans, servers)
     return spans + derive.host_edges(spans)
 
 

@@ -10,6 +10,8 @@ for what it is, and its `source` says how it was derived.
   pull waits for the servers (the chief's aggregation of W gradients, the update, its token);
   so it does between its last backward op and its first push, where the push starts after
   the backward pass (a server fetches a gradient when its part of the step asks for it);
+- `server_idle` (ps): a server runs only what the workers' requests ask for; where no op of the
+  step runs on its track, it waits for their next request (it has no loop of its own);
 - `horovod_queue` (ring): from the end of a rank's first backward op (a gradient can be handed
   to Horovod from then on) to the first Horovod event of the step on its track, the gradients
   wait in Horovod's queue for its background thread's next cycle and for the other ranks'
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from archbench.timeline.intervals import subtract, union
 from archbench.timeline.spans import BACKWARD, COMM, HOST, STEP, WAIT, Span
 
 LOOP = "the training loop"  # the source of a worker's own step frame (servers' are derived)
@@ -117,6 +120,26 @@ def server_waits(spans: list[Span], workers: list[int]) -> list[Span]:
                 Span(rank, "network", WAIT, "wait for the servers (aggregation, update, token)",
                      pushed, pulled,
                      {"step": step, "source": "derived: last push's end to first pull's start"})
+            )  # fmt: skip
+    return derived
+
+
+def server_idle(spans: list[Span], servers: list[int]) -> list[Span]:
+    derived = []
+    for (rank, step), group in _by_rank_step(spans).items():
+        if rank not in servers:
+            continue
+        frames = [s for s in group if s.cat == STEP]
+        if len(frames) != 1:
+            continue
+        frame = frames[0]
+        busy = union((s.start_ns, s.end_ns) for s in group if s.cat != STEP)
+        args = {"step": step, "source": "derived: the server's time in the step with no op of "
+                "its own running (it serves what the workers ask for)"}  # fmt: skip
+        for start, end in subtract([(frame.start_ns, frame.end_ns)], busy):
+            derived.append(
+                Span(rank, "requests", WAIT, "wait for the workers' requests", int(start),
+                     int(end), dict(args))
             )  # fmt: skip
     return derived
 
