@@ -136,6 +136,20 @@ def same_outcomes(warm: dict[str, dict], cold: dict[str, dict]) -> None:
         f"\nsame status warm and cold: {statuses} of {len(warm)} runs; same final parameters "
         f"(bit for bit): {same} of {len(synchronous)} synchronous runs"
     )
+    differing: dict[str, list[int]] = {}
+    for run_id in synchronous:
+        if (
+            warm[run_id]["result"]["param_digest_per_rank"]
+            != (cold[run_id]["result"]["param_digest_per_rank"])
+        ):
+            config = warm[run_id]["config"]
+            key = f"{config['arch']} {config.get('model')} W={config.get('workers')}"
+            differing.setdefault(key, []).append((warm[run_id].get("launch") or {}).get("position"))
+    for key, positions in sorted(differing.items()):
+        # a difference at position 1 (a launch's first run, which inherits nothing) is the
+        # configuration's own run-to-run variation (a sum whose order follows arrival), not
+        # something a warm launch carried over
+        print(f"  differ: {key}, at warm launch position(s) {sorted(positions)}")
 
 
 def main(argv: list[str] | None = None) -> int:
