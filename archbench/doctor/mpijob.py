@@ -60,7 +60,8 @@ def mpi_problems(hosts: Sequence[str], python: str, cwd: str) -> list[Problem]:
     )
     if done.returncode != 0 or report is None:
         said = _telling_line(done.stdout)
-        named = [host for host in hosts if host in said] or list(hosts)
+        # Open MPI names the host on a line of its own ("Node: h1") below what went wrong
+        named = [host for host in hosts if host in done.stdout.split()] or list(hosts)
         return [Problem(",".join(named), f"mpirun across every host failed ({said})",
                         f"run `{' '.join(argv[:5])} hostname` to see it whole")]  # fmt: skip
     problems = [
