@@ -99,6 +99,21 @@ def test_a_hostfile_line_that_is_no_host_is_one_line_and_exit_2(tmp_path: Path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_host_slow_in_both_of_its_pairs_is_named_and_a_slow_network_is_said_per_pair():
+    from archbench.bandwidth import Bandwidth
+    from archbench.doctor.link import pairs, slow_links
+
+    hosts = ["h1", "h2", "h3"]
+    assert pairs(hosts) == [("h1", "h2"), ("h2", "h3"), ("h3", "h1")]
+    claim = Bandwidth.parse("1gbit")
+    one_slow = {("h1", "h2"): 0.95e9, ("h2", "h3"): 0.4e9, ("h3", "h1"): 0.41e9}
+    (line,) = [problem.line() for problem in slow_links(hosts, one_slow, claim)]
+    assert line.startswith("h3: its link measured 400 Mbit/s to h2, 410 Mbit/s to h1, below 80%")
+    every = {pair: 0.5e9 for pair in one_slow}
+    assert [p.host for p in slow_links(hosts, every, claim)] == ["h1-h2", "h2-h3", "h3-h1"]
+    assert slow_links(hosts, one_slow, None) == []
+
+
 # --------------------------------------------------------------------------- on the cluster
 
 

@@ -22,9 +22,9 @@ from archbench.sweep.commands import mpirun_argv
 # linkprobe counts payload only: TCP/IP headers and framing take a few percent of the wire rate,
 # so a link is slower than claimed when its payload rate falls below this share of the claim.
 LINK_SHARE = 0.8
-# Enough bytes for about a quarter second at the claimed rate: long against the scheduler's and
-# TCP's start-up, short beside a study.
-SECONDS_PER_EXCHANGE = 0.25
+# Enough bytes for about a tenth of a second at the claimed rate: long against tbf's burst (2 ms)
+# and TCP's start-up, short beside a study.
+SECONDS_PER_EXCHANGE = 0.1
 DEFAULT_MEGABYTES = 8.0
 PROBE_TIMEOUT_S = 120.0
 
@@ -79,18 +79,34 @@ def link_problems(
         if isinstance(why, str)
     ]
     measured = {pair: bits for pair, bits in rates.items() if not isinstance(bits, str)}
+    return problems + slow_links(list(hosts), measured, claim), _rates_line(measured, claim)
+
+
+def _rates_line(measured: dict[tuple[str, str], float], claim: Bandwidth | None) -> str:
     shown = ", ".join(f"{a}-{b} {format_bits(bits)}" for (a, b), bits in measured.items())
+    return f"{shown} (claimed {claim})" if claim is not None else shown
+
+
+def slow_links(
+    hosts: list[str], measured: dict[tuple[str, str], float], claim: Bandwidth | None
+) -> list[Problem]:
+    """A line for each host whose link is slower than claimed, or each pair where no one host
+    explains it."""
     if claim is None:
-        return problems, shown
+        return []
+    problems = []
     fix = (
         "check the NICs, cables and switch ports of {host} (ethtool), or claim what was "
         "measured (--bandwidth, the study's bandwidth)"
     )
     slow = {pair: bits for pair, bits in measured.items() if bits < LINK_SHARE * claim.bits_per_s}
-    # a host in two slow pairs of the ring is the one whose link is slow
+    # A host in two slow pairs of the ring is the one whose link is slow; when every pair is
+    # slow, it is the network (or the claim), and each pair is said.
     counts = Counter(host for pair in slow for host in pair)
-    culprits = {host for host, count in counts.items() if count >= 2 and len(hosts) >= 3}
-    for host in sorted(culprits, key=list(hosts).index):
+    culprits = set()
+    if len(hosts) >= 3 and len(slow) < len(measured):
+        culprits = {host for host, count in counts.items() if count >= 2}
+    for host in sorted(culprits, key=hosts.index):
         theirs = {pair: bits for pair, bits in slow.items() if host in pair}
         rates_text = ", ".join(
             f"{format_bits(bits)} to {b if a == host else a}" for (a, b), bits in theirs.items()
@@ -105,4 +121,4 @@ def link_problems(
                 f"{a}-{b}", f"the link measured {format_bits(bits)}, below {LINK_SHARE:.0%} of "
                 f"the {claim} claimed", fix.format(host=f"{a} and {b}"),
             ))  # fmt: skip
-    return problems, f"{shown} (claimed {claim})"
+    return problems
