@@ -82,6 +82,7 @@ def other_checkout(folder: Path) -> Path:
         (["-H", "node1", "--bandwidth", "fast"], "cannot read bandwidth"),
         (["-H", "node1", "--checks", "ssh,speed"], "--checks"),
         (["-H", "node1", "--dataset", "imagenet"], "invalid choice"),
+        (["--study", "/no/such/study.yaml"], "no such study spec"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str, tmp_path: Path):
@@ -201,7 +202,7 @@ def test_the_sweep_stops_before_its_first_run_on_a_host_with_another_archbench(
             study: tiny
             cluster: {{kind: emulated, name: {emulated_cluster.name}, prefix: {prefix},
                        nodes: {len(nodes)}, manage: false, bandwidth: {emulated_cluster.bandwidth}}}
-            fixed: {{model: mlp, steps: 2, workers: 2}}
+            fixed: {{model: mlp, steps: 8, workers: 2}}
             factors: {{arch: [ring]}}
             """
         )
