@@ -225,13 +225,13 @@ class Doctor:
                 stack = versions.version_problems(usable, reports)
                 stack += versions.controller_problems(usable, reports, self.inputs.controllers)
                 here = versions.summary(reports)
-                self.check("versions", failed + stack, f"as here on every host: {here}")
+                self.check("versions", failed + stack, f"as here on every host reached: {here}")
             if data_sets:
                 what = ", ".join(data.describe() for data in data_sets)
                 # a probe that did not run is said once, under versions when that was asked
                 problems = dataset.data_problems(usable, reports)
                 self.check("data", problems if "versions" in self.checks else failed + problems,
-                           f"{what} readable on every host")  # fmt: skip
+                           f"{what} readable on every host reached")  # fmt: skip
         jobs = [name for name in ("mpirun", "links") if name in self.checks]
         if jobs and (gone or failed):
             for name in jobs:

@@ -12,7 +12,7 @@ import subprocess
 from collections import Counter
 from collections.abc import Sequence
 
-from archbench.bandwidth import Bandwidth, format_bits
+from archbench.bandwidth import Bandwidth
 from archbench.doctor.problems import Problem
 from archbench.hosts import HostSlots
 from archbench.launch import root_mpi_env
@@ -27,6 +27,11 @@ LINK_SHARE = 0.8
 SECONDS_PER_EXCHANGE = 0.1
 DEFAULT_MEGABYTES = 8.0
 PROBE_TIMEOUT_S = 120.0
+
+
+def rate_text(bits_per_s: float) -> str:
+    """Whole Mbit/s: the measurement is not finer than that."""
+    return f"{bits_per_s / 1e6:,.0f} Mbit/s"
 
 
 def pairs(hosts: Sequence[str]) -> list[tuple[str, str]]:
@@ -83,7 +88,7 @@ def link_problems(
 
 
 def _rates_line(measured: dict[tuple[str, str], float], claim: Bandwidth | None) -> str:
-    shown = ", ".join(f"{a}-{b} {format_bits(bits)}" for (a, b), bits in measured.items())
+    shown = ", ".join(f"{a}-{b} {rate_text(bits)}" for (a, b), bits in measured.items())
     return f"{shown} (claimed {claim})" if claim is not None else shown
 
 
@@ -109,7 +114,7 @@ def slow_links(
     for host in sorted(culprits, key=hosts.index):
         theirs = {pair: bits for pair, bits in slow.items() if host in pair}
         rates_text = ", ".join(
-            f"{format_bits(bits)} to {b if a == host else a}" for (a, b), bits in theirs.items()
+            f"{rate_text(bits)} to {b if a == host else a}" for (a, b), bits in theirs.items()
         )
         problems.append(Problem(
             host, f"its link measured {rates_text}, below {LINK_SHARE:.0%} of the {claim} claimed",
@@ -118,7 +123,7 @@ def slow_links(
     for (a, b), bits in slow.items():
         if not culprits & {a, b}:
             problems.append(Problem(
-                f"{a}-{b}", f"the link measured {format_bits(bits)}, below {LINK_SHARE:.0%} of "
+                f"{a}-{b}", f"the link measured {rate_text(bits)}, below {LINK_SHARE:.0%} of "
                 f"the {claim} claimed", fix.format(host=f"{a} and {b}"),
             ))  # fmt: skip
     return problems
