@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from cluster_fixture import EmulatedCluster, emulated_cluster, launcher_env
 
+from archbench.bandwidth import Bandwidth
 from archbench.cluster.state import load_state
 
 __all__ = ["emulated_cluster"]  # the shared session fixture
@@ -101,7 +102,6 @@ def test_a_hostfile_line_that_is_no_host_is_one_line_and_exit_2(tmp_path: Path):
 
 
 def test_a_host_slow_in_both_of_its_pairs_is_named_and_a_slow_network_is_said_per_pair():
-    from archbench.bandwidth import Bandwidth
     from archbench.doctor.link import pairs, slow_links
 
     hosts = ["h1", "h2", "h3"]
@@ -165,12 +165,12 @@ def test_an_unreachable_host_another_archbench_and_missing_data_each_get_one_lin
 
 def test_a_link_slower_than_claimed_names_the_pair(emulated_cluster: EmulatedCluster):
     first, second = emulated_cluster.nodes[:2]
-    result = doctor("-H", f"{first},{second}", "--checks", "links", "--bandwidth", "10gbit")
+    twice = f"{2 * Bandwidth.parse(emulated_cluster.bandwidth).bits_per_s / 1e6:.0f}mbit"
+    result = doctor("-H", f"{first},{second}", "--checks", "links", "--bandwidth", twice)
     assert result.returncode == 1, result.stdout + result.stderr
     (line,) = failures(result, "links")
     assert (
-        line.startswith(f"{first}-{second}: the link measured ")
-        and "below 80% of the 10gbit" in line
+        line.startswith(f"{first}-{second}: the link measured ") and f"80% of the {twice}" in line
     )
 
 

@@ -26,6 +26,7 @@ LINK_SHARE = 0.8
 # and TCP's start-up, short beside a study.
 SECONDS_PER_EXCHANGE = 0.1
 DEFAULT_MEGABYTES = 8.0
+MAX_MEGABYTES = 32.0
 PROBE_TIMEOUT_S = 120.0
 
 
@@ -43,9 +44,11 @@ def pairs(hosts: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def megabytes_for(claim: Bandwidth | None) -> float:
+    """The payload per direction: a tenth of a second at the claimed rate, 1 to 32 MB (a link
+    far slower than claimed takes that much longer, so the payload stays modest)."""
     if claim is None:
         return DEFAULT_MEGABYTES
-    return min(256.0, max(1.0, claim.bits_per_s * SECONDS_PER_EXCHANGE / 8 / 1e6))
+    return min(MAX_MEGABYTES, max(1.0, claim.bits_per_s * SECONDS_PER_EXCHANGE / 8 / 1e6))
 
 
 def probe_argv(pair: tuple[str, str], python: str, megabytes: float) -> list[str]:
