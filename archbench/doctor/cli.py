@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from archbench.bandwidth import Bandwidth
 from archbench.doctor.dataset import DataSet
@@ -186,7 +187,11 @@ class Doctor:
     reaches the hosts through it."""
 
     def __init__(
-        self, inputs: Inputs, checks: Sequence[str] = CHECKS, quick: bool = False, out=None
+        self,
+        inputs: Inputs,
+        checks: Sequence[str] = CHECKS,
+        quick: bool = False,
+        out: TextIO | None = None,
     ):
         self.inputs = inputs
         self.checks = set(checks)
