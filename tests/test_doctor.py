@@ -27,9 +27,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def doctor(*args: str, cwd: Path = REPO, timeout: float = 240) -> subprocess.CompletedProcess:
+    # outside any Slurm allocation, which would otherwise give the hosts when none are named
+    env = {key: value for key, value in launcher_env().items() if not key.startswith("SLURM_")}
     return subprocess.run(
         [sys.executable, "-m", "archbench.cli", "doctor", *args],
-        cwd=cwd, env=launcher_env(), capture_output=True, text=True, timeout=timeout,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 
 
