@@ -221,3 +221,31 @@ def test_the_sweep_stops_before_its_first_run_on_a_host_with_another_archbench(
         not (checkout / "tiny" / "results.jsonl").exists()
         or not (checkout / "tiny" / "results.jsonl").read_text().strip()
     )
+
+
+def test_a_study_gives_the_hosts_and_the_data_set(
+    emulated_cluster: EmulatedCluster, tmp_path: Path
+):
+    nodes = emulated_cluster.nodes
+    prefix = nodes[0].rstrip("0123456789")
+    spec = tmp_path / "mnist.yaml"
+    spec.write_text(
+        textwrap.dedent(
+            f"""
+            study: mnist
+            cluster: {{kind: emulated, name: {emulated_cluster.name}, prefix: {prefix},
+                       nodes: {len(nodes)}, manage: false, bandwidth: {emulated_cluster.bandwidth}}}
+            fixed: {{model: mlp, steps: 8, workers: 2, dataset: mnist, data_dir: {tmp_path}/nowhere}}
+            factors: {{arch: [ring, p2p]}}
+            """
+        )
+    )
+    result = doctor("--study", str(spec), "--quick", "--checks", "data")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = failures(result, "data")
+    assert [line.split(":")[0] for line in lines] == nodes
+    assert all(f"in {tmp_path}/nowhere" in line for line in lines), lines
+    spec.write_text(spec.read_text().replace(f", dataset: mnist, data_dir: {tmp_path}/nowhere", ""))
+    result = doctor("--study", str(spec), "--quick", "--checks", "data")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "fashion_mnist readable on every host" in result.stdout  # the registry's default

@@ -16,7 +16,7 @@ from archbench.doctor.dataset import DataSet
 from archbench.doctor.problems import Problem
 from archbench.errors import StopError, UsageError
 from archbench.hosts import check_host_name, parse_host_list, read_hostfile
-from archbench.settings import DATASETS
+from archbench.settings import DATASETS, SETTINGS
 
 # In the order they run: each needs the hosts the ones before it found usable.
 CHECKS = ("ssh", "versions", "data", "mpirun", "links")
@@ -120,7 +120,10 @@ def _from_study(path: str) -> Inputs:
     data_sets = list(
         dict.fromkeys(
             DataSet(
-                run.config.get("dataset"), run.config.get("data_dir"), run.config.get("text_file")
+                # a setting left unset is None in a run's config: the registry's default then
+                run.config.get("dataset") or SETTINGS["dataset"].default,
+                run.config.get("data_dir"),
+                run.config.get("text_file"),
             )
             for run in runs
         )
