@@ -121,9 +121,10 @@ def test_a_host_slow_in_both_of_its_pairs_is_named_and_a_slow_network_is_said_pe
 
 
 def test_doctor_passes_on_the_cluster_through_its_hostfile(emulated_cluster: EmulatedCluster):
-    result = doctor(
-        "--hostfile", str(emulated_cluster.hostfile), "--bandwidth", emulated_cluster.bandwidth
-    )
+    # No claim: the shared cluster's links may carry other tests' traffic just now. The claim is
+    # held against the rate in test_a_link_slower_than_claimed_names_the_pair (twice the rate)
+    # and in slow_links's own test.
+    result = doctor("--hostfile", str(emulated_cluster.hostfile))
     assert result.returncode == 0, result.stdout + result.stderr
     passed = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("ok")]
     assert passed == ["ssh", "versions", "data", "mpirun", "links"], result.stdout
