@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, str] = {
     "cluster": "archbench.cluster.cli",
     "sweep": "archbench.sweep.cli",
     "submit": "archbench.sweep.submit",
+    "doctor": "archbench.doctor.cli",
     "report": "archbench.analysis.cli",
     "compare": "archbench.analysis.compare",
     "timeline": "archbench.timeline.cli",

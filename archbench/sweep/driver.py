@@ -246,6 +246,7 @@ class Sweep:
             )
         previous_handlers = _stop_signals_raise_interrupt()
         progress = Progress(len(todo), stream=self.err)
+        hosts_checked = self.plan.target.kind == "localhost"  # its runs reach no other host
         try:
             for group in groups:
                 left = list(group)
@@ -253,6 +254,10 @@ class Sweep:
                     if self.cluster is not None:
                         # every launch, also `single` (no link setting): it runs on a node
                         self.cluster.ensure(left[0].config.get("bandwidth"))
+                    if not hosts_checked:  # once the hosts are there (an emulated one is up)
+                        hosts = [name for name, _ in self.plan.target.hosts]
+                        preflight.check_hosts(hosts, self.python, self.say)
+                        hosts_checked = True
                     if len(left) == 1:
                         self._execute_alone(left[0], progress)
                         left = []

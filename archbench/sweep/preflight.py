@@ -12,9 +12,10 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
-from archbench.errors import UsageError
+from archbench.errors import StopError, UsageError
 
 IMPORT_CHECK_TIMEOUT_S = 60.0
 
@@ -73,6 +74,23 @@ def check_launchers(launchers: set[str]) -> None:
                 f"the study's runs need {launcher}, which is not on PATH; install {package} "
                 "or activate the environment that has it"
             )
+
+
+def check_hosts(hosts: list[str], python: str, say: Callable[[str], None]) -> None:
+    """The study's hosts answer ssh without a password and have this host's stack: the cheap
+    checks of `archbench doctor` (archbench.doctor.quick), so that a host that cannot run the
+    study stops it before its first run instead of failing every run there. Each problem is
+    said on a line of its own; StopError (exit status 1) after them."""
+    from archbench.doctor.quick import quick_problems
+
+    problems = quick_problems(hosts, python, os.getcwd())
+    for problem in problems:
+        say(problem.line())
+    if problems:
+        raise StopError(
+            f"{len(problems)} problem(s) on the study's hosts (above); fix them and run the "
+            "sweep again (`archbench doctor --study SPEC` makes every check)"
+        )
 
 
 def io_problem(exc: OSError, results: Path, kept: int) -> str:

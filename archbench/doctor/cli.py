@@ -1,0 +1,297 @@
+"""`archbench doctor`: checks that a study can run on the hosts of a hostfile (or `-H`, a
+study's cluster, or the Slurm allocation it runs in), one line per problem naming the host and
+the fix; exit status 0 only when every check passed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from archbench.bandwidth import Bandwidth
+from archbench.doctor.dataset import DataSet
+from archbench.doctor.problems import Problem
+from archbench.errors import StopError, UsageError
+from archbench.hosts import check_host_name, parse_host_list, read_hostfile
+from archbench.settings import DATASETS, SETTINGS
+
+# In the order they run: each needs the hosts the ones before it found usable.
+CHECKS = ("ssh", "versions", "data", "mpirun", "links")
+# Data sets whose samples are made, not read: nothing to check on the hosts.
+MADE_UP = ("synthetic",)
+
+
+@dataclass
+class Inputs:
+    """What doctor checks: the hosts, the interpreter of the runs, the data, the link claimed."""
+
+    hosts: list[str]
+    python: str
+    data_sets: list[DataSet]
+    claim: Bandwidth | None = None
+    controllers: set[str] = field(default_factory=set)  # Horovod controllers the study names
+    source: str = ""  # where the hosts came from, for the summary
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "doctor",
+        help="check that a study can run on your hosts (ssh, versions, mpirun, ports, data, links)",
+        description="Checks that a study can run on the hosts of a hostfile (or -H, a study's "
+        "cluster, or the Slurm allocation it runs in): ssh without a password, the same stack "
+        "as here, a job across every host under mpirun, ports for parameter servers, the data "
+        "set on every host and the links' rate. One line per problem naming the host and the "
+        "fix; exit status 0 only when every check passed, 1 when one failed, 2 on bad input.",
+    )
+    hosts = parser.add_mutually_exclusive_group()
+    hosts.add_argument("--hostfile", default=None, help="Open MPI hostfile (host slots=N)")
+    hosts.add_argument("-H", "--hosts", default=None, help="host list, e.g. node1,node2")
+    parser.add_argument(
+        "--study",
+        default=None,
+        metavar="SPEC",
+        help="take the hosts, interpreter, data sets, Horovod controllers and link rate from a "
+        "study spec (runs/<study>.yaml); the other options override it",
+    )
+    parser.add_argument(
+        "--bandwidth",
+        default=None,
+        help="the link rate you expect between hosts (e.g. 1gbit): links measured below 80%% of "
+        "it are problems (default: only measure)",
+    )
+    parser.add_argument(
+        "--dataset",
+        default=None,
+        choices=DATASETS,
+        help="the data set to find on every host (default fashion_mnist, or the study's)",
+    )
+    parser.add_argument("--data-dir", default=None, help="folder of the data set's files")
+    parser.add_argument("--text-file", default=None, help="corpus of --dataset text or words")
+    parser.add_argument(
+        "--python",
+        default=None,
+        help="the runs' interpreter on every host (default: this one, or the study's python:)",
+    )
+    parser.add_argument(
+        "--checks",
+        default=",".join(CHECKS),
+        help=f"which checks, comma separated (default all: {','.join(CHECKS)}); ssh always runs",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="read versions without importing TensorFlow (Horovod's controllers are not "
+        "compared); with --checks ssh,versions these are the checks a sweep makes before its "
+        "first run",
+    )
+    parser.set_defaults(func=run)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _unique(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(check_host_name(name) for name in names))
+
+
+def _from_study(path: str) -> Inputs:
+    """Hosts, interpreter, data sets, controllers and link claim of a study's cluster and runs."""
+    from archbench.sweep.commands import default_python
+    from archbench.sweep.hosts import resolve_target
+    from archbench.sweep.plan import build_plan
+    from archbench.sweep.spec import load_spec
+
+    spec = load_spec(path)
+    target = resolve_target(spec)
+    if target.kind == "emulated":
+        from archbench.cluster.state import is_up, load_state
+
+        state = load_state(spec.cluster.name)
+        if state is None or not is_up(state):
+            raise StopError(
+                f"the study's emulated cluster {spec.cluster.name!r} is not up: bring it up "
+                f"(archbench cluster up --name {spec.cluster.name} --prefix {spec.cluster.prefix} "
+                f"--nodes {spec.cluster.nodes}) and run doctor again"
+            )
+    runs = build_plan(spec, target).runs
+    data_sets = list(
+        dict.fromkeys(
+            DataSet(
+                # a setting left unset is None in a run's config: the registry's default then
+                run.config.get("dataset") or SETTINGS["dataset"].default,
+                run.config.get("data_dir"),
+                run.config.get("text_file"),
+            )
+            for run in runs
+        )
+    )
+    controllers = {str(run.config["controller"]) for run in runs if run.config.get("controller")}
+    claim = target.bandwidth or spec.fixed.get("bandwidth")
+    return Inputs(
+        hosts=_unique([name for name, _ in target.hosts]),
+        python=spec.python or default_python(),
+        data_sets=[data for data in data_sets if data.dataset not in MADE_UP],
+        claim=Bandwidth.parse(claim) if claim else None,
+        controllers=controllers,
+        source=f"study {spec.name} ({target.kind})",
+    )
+
+
+def resolve_inputs(args: argparse.Namespace, env: dict[str, str] | None = None) -> Inputs:
+    """The checks' inputs from the options, a study and the Slurm allocation; UsageError (one
+    line, exit 2) for input that cannot be read."""
+    env = dict(os.environ) if env is None else env
+    claim = Bandwidth.parse(args.bandwidth) if args.bandwidth is not None else None
+    inputs = _from_study(args.study) if args.study else None
+    if args.hostfile:
+        hosts, source = [name for name, _ in read_hostfile(args.hostfile)], args.hostfile
+    elif args.hosts:
+        hosts, source = [name for name, _ in parse_host_list(args.hosts)], "-H"
+    elif inputs is not None:
+        hosts, source = inputs.hosts, inputs.source
+    elif env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"):
+        from archbench.sweep.slurm import allocation_hosts
+
+        hosts = [name for name, _ in allocation_hosts(env)]
+        source = f"Slurm job {env.get('SLURM_JOB_ID', '?')}"
+    else:
+        raise UsageError(
+            "name the hosts: --hostfile FILE, -H host1,host2 or --study SPEC "
+            "(or run inside a Slurm allocation)"
+        )
+    if inputs is None:
+        inputs = Inputs(hosts=[], python=sys.executable, data_sets=[DataSet()])
+    inputs.hosts, inputs.source = _unique(hosts), source
+    if args.dataset or args.data_dir or args.text_file:
+        data = DataSet(args.dataset or "fashion_mnist", args.data_dir, args.text_file)
+        inputs.data_sets = [data] if data.dataset not in MADE_UP else []
+    inputs.python = args.python or inputs.python
+    inputs.claim = claim or inputs.claim
+    return inputs
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def parse_checks(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in CHECKS]
+    if unknown or not names:
+        raise UsageError(f"--checks {text!r}: choose from {', '.join(CHECKS)}")
+    return names
+
+
+class Doctor:
+    """Runs the checks in order, each on the hosts the ones before it left usable, and prints
+    one line per check that passed and one per problem. ssh always runs: every other check
+    reaches the hosts through it."""
+
+    def __init__(
+        self,
+        inputs: Inputs,
+        checks: Sequence[str] = CHECKS,
+        quick: bool = False,
+        out: TextIO | None = None,
+    ):
+        self.inputs = inputs
+        self.checks = set(checks)
+        self.quick = quick
+        self.out = out or sys.stdout
+        self.problems: list[Problem] = []
+        self.cwd = os.getcwd()
+
+    def check(self, name: str, problems: list[Problem], passed: str) -> bool:
+        for problem in problems:
+            print(f"FAIL {name:<9} {problem.line()}", file=self.out, flush=True)
+        if not problems:
+            print(f"ok   {name:<9} {passed}", file=self.out, flush=True)
+        self.problems += problems
+        return not problems
+
+    def skip(self, name: str, why: str) -> None:
+        print(f"--   {name:<9} skipped: {why}", file=self.out, flush=True)
+
+    def run(self) -> int:
+        from archbench.doctor import dataset, hostprobe, reach, versions
+
+        hosts = self.inputs.hosts
+        # the same steps as archbench.doctor.quick, each printed as it ends
+        gone = reach.unreachable(hosts)
+        self.check("ssh", gone, f"{', '.join(hosts)} reachable without a password")
+        usable = [host for host in hosts if host not in {p.host for p in gone}]
+        data_sets = self.inputs.data_sets if "data" in self.checks else []
+        failed: list[Problem] = []
+        if "versions" in self.checks or data_sets:
+            full = "versions" in self.checks and not self.quick  # imports TensorFlow there
+            reports, failed = hostprobe.probe_hosts(
+                usable, self.inputs.python, full, data_sets, self.cwd
+            )
+            if "versions" in self.checks:
+                stack = versions.version_problems(usable, reports)
+                stack += versions.controller_problems(usable, reports, self.inputs.controllers)
+                here = versions.summary(reports)
+                self.check("versions", failed + stack, f"as here on every host reached: {here}")
+            if data_sets:
+                what = ", ".join(data.describe() for data in data_sets)
+                # a probe that did not run is said once, under versions when that was asked
+                problems = dataset.data_problems(usable, reports)
+                self.check("data", problems if "versions" in self.checks else failed + problems,
+                           f"{what} readable on every host reached")  # fmt: skip
+        jobs = [name for name in ("mpirun", "links") if name in self.checks]
+        if jobs and (gone or failed):
+            for name in jobs:
+                self.skip(name, "every host must answer ssh and run archbench first")
+        elif jobs:
+            self._mpi_and_links(hosts)
+        return self.finish()
+
+    def _mpi_and_links(self, hosts: list[str]) -> None:
+        from archbench.doctor import link, mpijob
+
+        passed = True
+        if "mpirun" in self.checks:
+            passed = self.check(
+                "mpirun",
+                mpijob.mpi_problems(hosts, self.inputs.python, self.cwd),
+                f"a job across {', '.join(hosts)} ran; parameter-server ports reachable "
+                "between them",
+            )
+        if "links" not in self.checks:
+            return
+        if len(hosts) < 2:
+            self.skip("links", "one host, no link between hosts")
+        elif not passed:
+            self.skip("links", "mpirun must work across the hosts first")
+        else:
+            problems, measured = link.link_problems(
+                hosts, self.inputs.python, self.cwd, self.inputs.claim
+            )
+            self.check("links", problems, measured)
+
+    def finish(self) -> int:
+        count = len(self.inputs.hosts)
+        if self.problems:
+            print(
+                f"archbench doctor: {len(self.problems)} problem(s) on the {count} host(s) of "
+                f"{self.inputs.source}; a study will fail there until they are fixed",
+                file=self.out,
+            )
+            return 1
+        checked = (
+            "every check"
+            if self.checks == set(CHECKS)
+            else ", ".join(name for name in CHECKS if name in self.checks or name == "ssh")
+        )
+        print(
+            f"archbench doctor: {checked} passed on the {count} host(s) of {self.inputs.source}",
+            file=self.out,
+        )
+        return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    checks = parse_checks(args.checks)
+    return Doctor(resolve_inputs(args), checks, quick=args.quick).run()
