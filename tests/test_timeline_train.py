@@ -108,11 +108,13 @@ def test_ring_spans_merge_horovods_timeline_on_every_rank(traced):
         horovod = [e for e in _spans(trace, rank, "comm") if "horovod" in e["args"]["source"]]
         assert any(e["args"]["activity"].endswith("_ALLREDUCE") for e in horovod)
         assert sum(e["args"]["bytes"] or 0 for e in horovod) > 0
-    for rank in (0, 1):  # each rank waits from its readiness mark in rank 0's timeline
-        negotiations = [e for e in _spans(trace, rank, "wait") if e["name"].startswith("negotiate")]
-        assert negotiations and all(
-            f"rank {rank}'s readiness mark" in e["args"]["source"] for e in negotiations
-        )
+    negotiations = [e for e in _spans(trace, 0, "wait") if e["name"].startswith("negotiate")]
+    assert negotiations, "Horovod negotiates on rank 0 (its coordinator)"
+    # rank 1 waits in a negotiation only where rank 0's timeline marked its readiness (a tensor
+    # outside Horovod's response cache); a cached tensor's negotiation is the coordinator's bar
+    for event in _spans(trace, 1, "wait"):
+        if event["name"].startswith("negotiate"):
+            assert "rank 1's readiness mark" in event["args"]["source"]
 
 
 def test_p2p_spans_are_each_send_receive_and_wait(traced):

@@ -12,10 +12,13 @@ An allreduce is a collective: every rank runs the same fused operation at the sa
 activities are also drawn on the other ranks' tracks (`source` says they come from rank 0's
 timeline; they are off there by at most the clock bound and one message latency).
 
-A negotiation is drawn per rank: Horovod marks, under its bar, the moment the coordinator heard
-that a rank had the tensor ready (an `X` event named by the rank); from then until the bar ends
-that rank waits for the others. The mark is late by the rank's message to the coordinator (at
-most one cycle), so the wait drawn is at most that much shorter than the real one.
+A negotiation is drawn per rank where Horovod marks, under its bar, the moment the coordinator
+heard that a rank had the tensor ready (an `X` event named by the rank): from then until the bar
+ends that rank waits for the others. The mark is late by the rank's message to the coordinator (at
+most one cycle), so the wait drawn is at most that much shorter than the real one. Horovod marks
+only tensors negotiated outside its response cache (a run's first steps, or with the cache off,
+`HOROVOD_CACHE_CAPACITY=0`); a cached tensor's negotiation has no marks and is drawn as the
+coordinator's bar on rank 0.
 """
 
 from __future__ import annotations
