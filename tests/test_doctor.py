@@ -192,23 +192,28 @@ def test_a_job_that_cannot_start_on_the_hosts_is_one_mpirun_line(
     assert line.startswith(f"{node}: mpirun across every host failed"), line
 
 
+def study_on(cluster: EmulatedCluster, study: str, fixed: str, archs: str) -> str:
+    """A study spec whose runs use the (already up) test cluster."""
+    prefix = cluster.nodes[0].rstrip("0123456789")
+    return textwrap.dedent(
+        f"""
+        study: {study}
+        cluster: {{kind: emulated, name: {cluster.name}, prefix: {prefix},
+                   nodes: {len(cluster.nodes)}, manage: false, bandwidth: {cluster.bandwidth}}}
+        fixed: {fixed}
+        factors: {{arch: {archs}}}
+        """
+    )
+
+
 def test_the_sweep_stops_before_its_first_run_on_a_host_with_another_archbench(
     emulated_cluster: EmulatedCluster, tmp_path: Path
 ):
     nodes = emulated_cluster.nodes
-    prefix = nodes[0].rstrip("0123456789")
     checkout = other_checkout(tmp_path)
     spec = checkout / "tiny.yaml"
     spec.write_text(
-        textwrap.dedent(
-            f"""
-            study: tiny
-            cluster: {{kind: emulated, name: {emulated_cluster.name}, prefix: {prefix},
-                       nodes: {len(nodes)}, manage: false, bandwidth: {emulated_cluster.bandwidth}}}
-            fixed: {{model: mlp, steps: 8, workers: 2}}
-            factors: {{arch: [ring]}}
-            """
-        )
+        study_on(emulated_cluster, "tiny", "{model: mlp, steps: 8, workers: 2}", "[ring]")
     )
     with mounted_in_node(emulated_cluster, nodes[1], checkout / "archbench" / "__init__.py", tmp_path / "older_init.py"):  # fmt: skip
         result = subprocess.run(
@@ -228,19 +233,9 @@ def test_a_study_gives_the_hosts_and_the_data_set(
     emulated_cluster: EmulatedCluster, tmp_path: Path
 ):
     nodes = emulated_cluster.nodes
-    prefix = nodes[0].rstrip("0123456789")
     spec = tmp_path / "mnist.yaml"
-    spec.write_text(
-        textwrap.dedent(
-            f"""
-            study: mnist
-            cluster: {{kind: emulated, name: {emulated_cluster.name}, prefix: {prefix},
-                       nodes: {len(nodes)}, manage: false, bandwidth: {emulated_cluster.bandwidth}}}
-            fixed: {{model: mlp, steps: 8, workers: 2, dataset: mnist, data_dir: {tmp_path}/nowhere}}
-            factors: {{arch: [ring, p2p]}}
-            """
-        )
-    )
+    fixed = f"{{model: mlp, steps: 8, workers: 2, dataset: mnist, data_dir: {tmp_path}/nowhere}}"
+    spec.write_text(study_on(emulated_cluster, "mnist", fixed, "[ring, p2p]"))
     result = doctor("--study", str(spec), "--quick", "--checks", "data")
     assert result.returncode == 1, result.stdout + result.stderr
     lines = failures(result, "data")

@@ -577,19 +577,9 @@ def _timeouts(value: Any, where: str) -> list[TimeoutRule]:
 
 def _also(value: Any, spec: StudySpec, where: str) -> list[Block]:
     """`also:`, a list of blocks of configurations added to the design (see Block)."""
-    if value is None:
-        return []
-    if (
-        not isinstance(value, list)
-        or not all(isinstance(item, dict) and item for item in value)
-        or len(value) > limits.MAX_RULES
-    ):
-        raise UsageError(
-            f"{where}: also must be a list of at most {limits.MAX_RULES:,} blocks "
-            "({fixed: ..., factors: ..., repetitions: N, timeline: true|false})"
-        )
+    shape = "blocks ({fixed: ..., factors: ..., repetitions: N, timeline: true|false})"
     blocks = []
-    for index, raw in enumerate(value, 1):
+    for index, raw in enumerate(_mappings(value, "also", shape, where), 1):
         context = f"{where}: also[{index}]"
         unknown = sorted(set(map(str, raw)) - _BLOCK_KEYS)
         if unknown:
@@ -619,7 +609,9 @@ def _also(value: Any, spec: StudySpec, where: str) -> list[Block]:
     return blocks
 
 
-def _exclude(value: Any, spec: StudySpec, where: str) -> list[dict[str, Any]]:
+def _mappings(value: Any, key: str, shape: str, where: str) -> list[dict]:
+    """`key:`, a list of at most MAX_RULES non-empty mappings (none when absent); UsageError
+    naming the key and the `shape` of its items otherwise."""
     if value is None:
         return []
     if (
@@ -627,12 +619,13 @@ def _exclude(value: Any, spec: StudySpec, where: str) -> list[dict[str, Any]]:
         or not all(isinstance(item, dict) and item for item in value)
         or len(value) > limits.MAX_RULES
     ):
-        raise UsageError(
-            f"{where}: exclude must be a list of at most {limits.MAX_RULES:,} "
-            "{factor: level, ...} patterns"
-        )
+        raise UsageError(f"{where}: {key} must be a list of at most {limits.MAX_RULES:,} {shape}")
+    return value
+
+
+def _exclude(value: Any, spec: StudySpec, where: str) -> list[dict[str, Any]]:
     patterns = []
-    for item in value:
+    for item in _mappings(value, "exclude", "{factor: level, ...} patterns", where):
         pattern = {
             _known_setting(k, f"{where}: exclude"): _coerce(str(k), v, f"{where}: exclude")
             for k, v in item.items()
