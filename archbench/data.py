@@ -47,7 +47,6 @@ class ArrayDataset:
     num_classes: int
     scale: float  # inputs are multiplied by this (1/255 for images, 1 for token ids)
     source: str
-    tensors: tuple | None = field(default=None, repr=False)  # (x_train, y_train) as tf constants
     vocab_size: int | None = None  # token ids the inputs hold (the embedding's rows), text only
     documents: np.ndarray | None = field(default=None, repr=False)  # per training sample
 
@@ -406,8 +405,49 @@ def make_word_dataset(text_file: str | None, seq_len: int, vocab_size: int) -> A
 # --------------------------------------------------------------------------- entry point
 
 
+# The last data set this process loaded, under what it was loaded from: the runs of a warm group
+# (archbench.warmgroup) read the same files, and reading them again cost 0.3-0.9 s of each run.
+# Its arrays are read-only, so no run can change what the next one trains on.
+_LOADED: tuple[tuple, ArrayDataset] | None = None
+
+
 def load_dataset(config) -> ArrayDataset | SyntheticData:
-    """Loads the configured data set; raises UsageError naming missing files."""
+    """Loads the configured data set; raises UsageError naming missing files. A data set is read
+    from its files again only when they or its settings changed since this process last read it."""
+    global _LOADED
+    if config.dataset == "synthetic":  # generated batch by batch: nothing to keep
+        return _load(config)
+    key = _source_key(config)
+    if _LOADED is not None and _LOADED[0] == key:
+        return _LOADED[1]
+    data = _load(config)
+    for array in (data.x_train, data.y_train, data.x_test, data.y_test, data.documents):
+        if array is not None:
+            array.flags.writeable = False
+    _LOADED = (key, data)
+    return data
+
+
+def _source_key(config) -> tuple:
+    """What a loaded data set depends on: its settings, and each of its files' size and time."""
+    folder = config.data_dir or (FASHION_MNIST_DIR if config.dataset == "fashion_mnist" else None)
+    paths = [config.text_file] if config.text_file else []
+    if folder and os.path.isdir(folder):
+        for root in (folder, os.path.join(folder, CIFAR10_FOLDER)):
+            if os.path.isdir(root):
+                paths += [os.path.join(root, name) for name in sorted(os.listdir(root))]
+    files = []
+    for path in paths:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue
+        files.append((path, stat.st_size, stat.st_mtime_ns))
+    settings = (config.dataset, folder, config.text_file, config.seq_len, config.vocab_size)
+    return settings, tuple(files)
+
+
+def _load(config) -> ArrayDataset | SyntheticData:
     if config.dataset == "fashion_mnist":
         return load_idx_dataset("fashion_mnist", config.data_dir or FASHION_MNIST_DIR)
     if config.dataset == "mnist":
@@ -525,35 +565,30 @@ def train_batches(
     epoch: int,
     worker: int,
     first_step: int = 0,
-):
-    """A tf.data pipeline of this worker's (x, y) batches for one epoch, from `first_step` on."""
+) -> Iterator[tuple]:
+    """This worker's (x, y) batches for one epoch, from `first_step` on, as tensors.
+
+    Made in the calling thread when asked for, not by a tf.data pipeline: a pipeline's threads
+    share the worker's virtual core on a time-dilated node, and stopping one (at the end of each
+    epoch) took seconds there. A batch is a gather of a few rows: microseconds, nothing to
+    overlap with a step. The values are a pipeline's, bit for bit (the same gather, cast and
+    float32 scaling, or the same stateless draws)."""
     import tensorflow as tf
 
     if isinstance(data, SyntheticData):
         # Batch k of worker w is drawn from counter k*W + w: the same on every run, never stored.
         first = epoch * plan.steps_per_epoch + first_step
-        steps = tf.data.Dataset.range(first, (epoch + 1) * plan.steps_per_epoch)
-        return steps.map(
-            lambda step: synthetic_batch(
+        for step in range(first, (epoch + 1) * plan.steps_per_epoch):
+            yield synthetic_batch(
                 data, _TRAIN_STREAM, step * plan.num_workers + worker, plan.batch_size
-            ),
-            num_parallel_calls=1,
-            deterministic=True,
-        ).prefetch(2)
+            )
+        return
 
-    indices = plan.worker_indices(epoch, worker)[first_step:]
-    if data.tensors is None:  # converted once per process, not once per epoch
-        data.tensors = (tf.constant(data.x_train), tf.constant(data.y_train))
-    x_all, y_all = data.tensors
-    scale = data.scale
-
-    def gather(batch_indices):
-        x = tf.gather(x_all, batch_indices)
-        x = tf.cast(x, tf.float32) * scale if scale != 1.0 else x
-        return x, tf.gather(y_all, batch_indices)
-
-    dataset = tf.data.Dataset.from_tensor_slices(indices)
-    return dataset.map(gather, num_parallel_calls=1, deterministic=True).prefetch(2)
+    scale = np.float32(data.scale)
+    for batch_indices in plan.worker_indices(epoch, worker)[first_step:]:
+        x = data.x_train[batch_indices]
+        x = x.astype(np.float32) * scale if data.scale != 1.0 else x
+        yield tf.convert_to_tensor(x), tf.convert_to_tensor(data.y_train[batch_indices])
 
 
 def test_arrays(data: ArrayDataset, samples: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import islice
 
 import numpy as np
 
@@ -69,6 +70,9 @@ class LoopResult:
     param_digest: str | None = None
     first_step_at: float | None = None  # time.time() when the first step started
     eval_s: float = 0.0
+    # real seconds the loop spent neither training nor evaluating (the record's `launch.phases_s`)
+    batch_wait_s: float = 0.0  # waiting for the data pipeline's next batch
+    probe_window_s: float = 0.0  # the probes' compute windows (measurement, not training)
 
 
 def schedule(config: TrainConfig, plan: BatchPlan) -> tuple[int, int]:
@@ -224,9 +228,12 @@ def _train(
     step = 0
     for epoch in range(epochs):
         steps_this_epoch = min(plan.steps_per_epoch, total_steps - step)
-        batches = train_batches(data, plan, epoch, trainer.worker_index).take(steps_this_epoch)
+        batches = train_batches(data, plan, epoch, trainer.worker_index)
         epoch_losses, epoch_train_s, epoch_start_step = [], 0.0, step
-        for x, y in batches:
+        asked_at = time.perf_counter()
+        for x, y in islice(batches, steps_this_epoch):
+            if step > 0:  # the first batch's wait is start-up
+                result.batch_wait_s += time.perf_counter() - asked_at
             if result.first_step_at is None:
                 result.first_step_at = time.time()
             if step == config.warmup_steps:
@@ -243,9 +250,11 @@ def _train(
                 elapsed = time.perf_counter() - start
                 if step >= config.warmup_steps:
                     # after the step's timing: the window is measurement, not training
+                    window_started = time.perf_counter()
                     compute_s, passes = steady_compute(
                         trainer, x, y, compute_s, result.compute_window_s
                     )
+                    result.probe_window_s += time.perf_counter() - window_started
                     result.compute_passes.append(passes)
                     result.compute_times.append(compute_s)
                     result.exchange_times.append(exchange_s)
@@ -272,6 +281,7 @@ def _train(
             step += 1
             if trainer.evaluates and step % eval_every == 0 and step != total_steps:
                 run_evaluation(epoch, step)
+            asked_at = time.perf_counter()
         result.epochs_run = epoch + 1
     result.steps = step
     if trainer.evaluates:

@@ -27,6 +27,7 @@ from archbench.launch import (
     launcher_command,
     threads_per_process,
 )
+from archbench.phases import PhaseClock
 from archbench.record import (
     append_record,
     build_record,
@@ -264,13 +265,16 @@ def run(args: argparse.Namespace, watcher: StopSignalWatcher | None = None) -> i
 
 
 def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
+    phases = PhaseClock(state.start_time)
     tf = _configure_tensorflow(config, place)
     from archbench.data import load_dataset
     from archbench.loop import quantile, run_training, step_statistics
     from archbench.models import parameter_stats
     from archbench.trainers import make_trainer
 
+    phases.end("imports")
     data = load_dataset(config)
+    phases.end("data")
     trainer = make_trainer(config, place, data)
     state.trainer = trainer
     tracer = timeline.for_run(config, place, data, trainer.num_workers)  # None: no --timeline
@@ -283,6 +287,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     if tracer is not None:
         tracer.prepare(trainer)
     state.model_stats = parameter_stats(trainer.model) if trainer.model is not None else None
+    phases.end("model")
     hosts = trainer.allgather_object(place.hostname)
     probe = _fidelity_probe(hosts) if trainer.is_chief else None
     emulation = probe.state if probe is not None else None
@@ -301,6 +306,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         )
 
     loop_result = None
+    phases.end("hosts")
     if trainer.is_worker:
         state.load_avg_start = load_average()
         # The emulation's readings start once every rank's thread caps are armed.
@@ -315,6 +321,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         state.load_avg_end = load_average()
         if loop_result.first_step_at:
             warmgroup.started_training(loop_result.first_step_at)
+        phases.end_loop(loop_result)
     else:
         from archbench.cluster import threadcaps
 
@@ -335,6 +342,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     trainer.finish()
     if not trainer.is_chief:
         return 0
+    phases.end("finish")
 
     num_workers = cluster["num_workers"]
     global_batch = config.batch_size * num_workers
@@ -396,7 +404,8 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         comm=in_virtual_time(comm, dilation),
         result=in_virtual_time(result, dilation),
         fidelity=fidelity,
-        launch=launch_section(loop_result.first_step_at),  # real seconds: start-up is uncapped
+        # real seconds: start-up is uncapped
+        launch={**launch_section(loop_result.first_step_at), "phases_s": phases.seconds},
         **({"timeline": traced} if traced is not None else {}),
     )
     if not state.write(record):

@@ -9,7 +9,8 @@ overhead: run wall (the driver's, from the launch or the previous run's end to t
 minus training minus evaluation. Then, per configuration, the median step warm and cold (the
 median over repetitions of each run's median step) with the repetitions' spread (min..max), and
 whether the warm and cold runs ended with the same statuses and, for synchronous runs, the same
-parameters (`result.param_digest_per_rank`).
+parameters (`result.param_digest_per_rank`). Last, where the runs' wall went, phase by phase
+(`launch.phases_s`: start-up, warm-up, training, probes, evaluation, the end).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from archbench.phases import PHASES
 from archbench.record.io import read_records
 from archbench.sweep.records import real_seconds
 
@@ -74,7 +76,35 @@ def summary(name: str, wall: float, records: dict[str, dict[str, Any]]) -> dict[
         f"{statistics.median(overheads):.2f} s, mean {statistics.mean(overheads):.2f} s"
     )
     print(line)
-    return {"wall": wall, "overhead_median": statistics.median(overheads)}
+    return {
+        "wall": wall,
+        "overhead_median": statistics.median(overheads),
+        "overhead_mean": statistics.mean(overheads),
+    }
+
+
+def phase_table(warm: dict[str, dict], cold: dict[str, dict]) -> None:
+    """Where the runs' wall went (the records' `launch.phases_s`, real seconds): the mean per
+    run of each phase, warm and cold; `outside the rank` is the driver's wall less the phases
+    (the launcher and ssh, process start and exit, the driver's own work between runs)."""
+    print("\nwhere a run's wall goes, mean seconds per run (real): warm vs cold")
+    rows: dict[str, dict[str, float]] = {}
+    for label, records in (("warm", warm), ("cold", cold)):
+        timed = [r for r in records.values() if (r.get("launch") or {}).get("phases_s")]
+        for name in PHASES:
+            rows.setdefault(name, {})[label] = (
+                statistics.mean(r["launch"]["phases_s"][name] for r in timed) if timed else 0.0
+            )
+        rows.setdefault("outside the rank", {})[label] = (
+            statistics.mean(
+                float(r["sweep"]["driver_wall_s"]) - sum(r["launch"]["phases_s"].values())
+                for r in timed
+            )
+            if timed
+            else 0.0
+        )
+    for name, values in rows.items():
+        print(f"  {name:17} {values['warm']:7.2f} {values['cold']:7.2f}")
 
 
 def configuration(record: dict[str, Any]) -> str:
@@ -183,8 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     c = summary("cold", cold_wall, cold)
     print(
         f"warm/cold: study wall {w['wall'] / c['wall']:.2f}x ({c['wall'] / w['wall']:.1f}x faster "
-        f"warm), per-run overhead {w['overhead_median'] / c['overhead_median']:.2f}x"
+        f"warm), per-run overhead {w['overhead_median'] / c['overhead_median']:.2f}x (median), "
+        f"{w['overhead_mean'] / c['overhead_mean']:.2f}x (mean)"
     )
+    phase_table(warm, cold)
     outside = step_table(warm, cold)
     print(f"configurations whose warm and cold step spreads do not overlap: {outside}")
     same_outcomes(warm, cold)

@@ -16,6 +16,7 @@ from archbench.data import (
     load_idx_dataset,
     make_text_dataset,
     read_idx,
+    train_batches,
 )
 from archbench.errors import UsageError
 
@@ -101,3 +102,38 @@ def test_text_windows_predict_the_next_byte(tmp_path):
 def test_default_text_corpus_exists_everywhere():
     data = make_text_dataset(None, seq_len=64)
     assert data.train_size > 1000 and "standard library" in data.source
+
+
+def test_a_process_reads_a_data_set_again_only_when_its_files_change(tmp_path):
+    """A warm group's runs share the loaded arrays; they are read-only, and a file written since
+    the last load is read again."""
+    write_mnist_like(tmp_path)
+    config = TrainConfig(dataset="mnist", data_dir=str(tmp_path))
+    first = load_dataset(config)
+    assert load_dataset(config) is first
+    with pytest.raises(ValueError):
+        first.x_train[0, 0, 0, 0] = 1
+    arrays = write_mnist_like(tmp_path, train=30)
+    again = load_dataset(config)
+    assert again is not first and again.x_train.shape == (30, 28, 28, 1)
+    np.testing.assert_array_equal(again.x_train[..., 0], arrays["train-images-idx3-ubyte"])
+    other = tmp_path / "other"
+    other.mkdir()
+    write_mnist_like(other, train=40)
+    assert load_dataset(TrainConfig(dataset="mnist", data_dir=str(other))).train_size == 40
+
+
+def test_training_batches_are_the_rows_of_the_plan_scaled(tmp_path):
+    write_mnist_like(tmp_path)
+    data = load_idx_dataset("mnist", str(tmp_path))
+    plan = BatchPlan(data.train_size, 4, 2, seed=3)
+    batches = list(train_batches(data, plan, 1, 1))
+    assert len(batches) == plan.steps_per_epoch
+    rows = plan.worker_indices(1, 1)
+    for (x, y), indices in zip(batches, rows):
+        expected = data.x_train[indices].astype(np.float32) * np.float32(1 / 255)
+        np.testing.assert_array_equal(x.numpy(), expected)
+        np.testing.assert_array_equal(y.numpy(), data.y_train[indices])
+    assert [b[1].numpy().tolist() for b in train_batches(data, plan, 1, 1, first_step=2)] == [
+        b[1].numpy().tolist() for b in batches[2:]
+    ]

@@ -36,6 +36,7 @@ from test_sweep_runs import (
     write_spec,
 )
 
+from archbench.phases import PHASES
 from archbench.record import missing_keys
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
@@ -352,3 +353,9 @@ def test_a_warm_study_and_a_cold_one_keep_the_same_records(tmp_path):
         digests = record["result"]["param_digest_per_rank"]
         assert digests == twin["result"]["param_digest_per_rank"]
         assert record["timing"]["startup_s"] > 0
+        for run in (record, twin):  # where the run's wall went, phase by phase
+            phases = run["launch"]["phases_s"]
+            assert set(phases) == set(PHASES) and min(phases.values()) >= 0
+            assert phases["train"] == pytest.approx(run["timing"]["train_s"])
+            assert phases["evaluation"] == pytest.approx(run["timing"]["eval_s"])
+            assert sum(phases.values()) <= run["timing"]["wall_s"]

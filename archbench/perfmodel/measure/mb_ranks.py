@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from itertools import islice
 
 WARMUP = 2
 TRIALS = 3  # calls timed together to choose the iteration count
@@ -387,7 +388,7 @@ def bench_compute(
             plan = BatchPlan(data.train_size, batch, 1, seed)
             compute, apply, fused = [], [], []
             for index, (x, y) in enumerate(
-                train_batches(data, plan, 0, 0).take(2 * (steps + WARMUP))
+                islice(train_batches(data, plan, 0, 0), 2 * (steps + WARMUP))
             ):
                 if index % 2 == 0:
                     _loss, compute_s, apply_s = trainer.probe_step(x, y)
