@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     names = ", ".join(f"{name}:{slots}" for name, slots in hosts.hosts)
     print(f"wrote {out}: a starter study for {hosts.source} ({names})")
     print(f"  data: {data.found}")
-    print(f"  link: {rate[0] or 'not claimed'} ({rate[1]})")
+    print(f"  link: {rate[0] or 'not claimed'}: {rate[1]}")
     placements = ", ".join(design.placements) or "none (one host)"
     print(f"  workers: {', '.join(map(str, design.workers))}; ps placements: {placements}")
     print(f"next: archbench doctor --study {out}; archbench sweep {out} --dry-run", file=sys.stdout)

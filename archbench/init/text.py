@@ -49,7 +49,8 @@ def _cluster_lines(hosts: Hosts, rate: str | None, rate_source: str) -> list[str
         comment = f"  # {why[key]}" if key in why else ""
         lines.append(f"  {key}: {scalar(value)}{comment}")
     if rate is not None:
-        lines.append(f"  bandwidth: {rate}  # {rate_source}; doctor --study holds the links to it")
+        lines.append(f"  # The links' rate, {rate_source}; doctor --study holds them to it:")
+        lines.append(f"  bandwidth: {rate}")
     else:
         lines.append(f"  # bandwidth: 1gbit  # the links' rate: {rate_source}")
     return lines
@@ -94,10 +95,11 @@ def render(
     ]
     lines += [f"  {key}: {scalar(value)}" for key, value in workload.fixed.items()]
     lines += [
-        f"  steps: {steps}  # per run; the report ranks by time per epoch, so runs of different",
-        "                # worker counts still compare on equal work",
-        "  batch_size: 32      # per worker (the global batch is workers x this)",
-        "  sync: sync          # ps: the synchronous parameter server (async: a level to add)",
+        "  # Steps per run: the report ranks by time per epoch, so runs of different worker",
+        "  # counts still compare on equal work.",
+        f"  steps: {steps}",
+        "  batch_size: 32  # per worker (the global batch is workers x this)",
+        "  sync: sync  # ps: the synchronous parameter server (async: a level to add)",
         "",
         "factors:",
         f"  arch: {flow(list(ARCHS))}",
