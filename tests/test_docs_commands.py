@@ -218,3 +218,30 @@ def test_an_unknown_command_or_flag_is_caught(workspace: Path):
         check(Command("x.md", "python -m archbench.train --arch ring --lr -1", ()), workspace)
     with pytest.raises(AssertionError, match="not in the checkout"):
         check(Command("x.md", "archbench sweep runs/gone.yaml", ()), workspace)
+
+
+# --------------------------------------------------------------------------- links
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchors_of(page: Path) -> set[str]:
+    """GitHub's anchors for a page's headings: lower case, punctuation dropped, blanks to '-'."""
+    text = FENCE.sub("", page.read_text())
+    headings = re.findall(r"^#+ (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def test_every_link_between_pages_reaches_a_file_and_heading():
+    broken = []
+    for page in PAGES:
+        for target in LINK.findall(FENCE.sub("", page.read_text())):
+            if re.match(r"[a-z]+:", target):  # https: and the like
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and file.suffix == ".md" and anchor not in anchors_of(file):
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
