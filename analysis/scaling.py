@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import ticker
 
 from archbench.analysis import plotting
 from archbench.analysis.fmt import as_percent, as_times, num, pct, plus_minus
@@ -23,8 +24,11 @@ HOW_TO_READ = (
     "the fastest configuration of an architecture at that worker count; error bars are one "
     "standard deviation over repetitions, or, for a configuration measured once, that run's "
     "own spread: the throughput at its 90th and 10th percentile step time (the legend says "
-    "which). The dashed line is ideal linear scaling: the "
-    "single-process baseline (same per-worker batch) times the number of workers. Scaling "
+    "which). Both axes are logarithmic, so equal ratios are equal distances and ideal scaling "
+    "is a straight line; the throughput axis is fitted to the measured points. The dashed line "
+    "is ideal linear scaling: the "
+    "single-process baseline (same per-worker batch) times the number of workers; where it "
+    "leaves the panel, its value at the most workers is written at the top. Scaling "
     "efficiency is throughput divided by that ideal; 100% means no cost for communicating."
 )
 COLUMNS = [
@@ -185,6 +189,59 @@ def _panels(table: pd.DataFrame, facets: list[str]) -> list[tuple[str, pd.DataFr
     return panels
 
 
+# Room above and below the measured points (and their bars) on the log axis, and beside the
+# first and last worker count.
+Y_MARGIN = 1.4
+X_MARGIN = 1.15
+# The ideal line is drawn whole while it ends within this factor of the highest measured
+# point (a log axis then still spreads the points); beyond, it is clipped and its end written.
+IDEAL_REACH = 30.0
+
+
+def measured_range(part: pd.DataFrame) -> tuple[float, float]:
+    """The lowest and highest throughput a panel's points and bars reach (positive, for the
+    log axis)."""
+    bars = throughput_bars(part)
+    values = part["samples_per_s"].to_numpy(dtype=float)
+    low = values - bars[0]
+    high = values + bars[1]
+    low = np.where(low > 0, low, values)  # a bar reaching zero has no place on a log axis
+    finite = np.isfinite(values) & (values > 0)
+    if not finite.any():
+        return 1.0, 10.0
+    return float(np.nanmin(low[finite])), float(np.nanmax(high[finite]))
+
+
+def _minor_label(low: float, high: float):
+    """Label the minor ticks too when the panel spans less than a decade (else the axis would
+    show one number, or none)."""
+    few = high / low < 10 * Y_MARGIN**2
+
+    def label(value: float, _: int) -> str:
+        return f"{value:,.0f}" if few and f"{value:.0e}"[0] in "1235" else ""
+
+    return label
+
+
+def _draw_ideal(ax, base: float, max_workers: float, high: float) -> None:
+    """The ideal line (single × workers), clipped to the panel; where it leaves the top, its
+    value at the most workers is written there, so its slope is still read against the points."""
+    workers = np.array([1.0, max_workers])
+    ax.plot(workers, workers * base, linestyle="--", color="black", linewidth=1,
+            label="ideal (single × workers)")  # fmt: skip
+    ideal_end = max_workers * base
+    if ideal_end > high * Y_MARGIN:
+        ax.annotate(
+            f"ideal at {format_level(max_workers)}: {ideal_end:,.0f} ↑",
+            xy=(max_workers, high * Y_MARGIN),
+            xytext=(-4, -4),
+            textcoords="offset points",
+            ha="right",
+            va="top",
+            fontsize=8,
+        )
+
+
 def plot_throughput(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> FigureFile:
     panels = _panels(table, facets)
     fig, axes = plotting.new_figure(len(panels), ncols=min(len(panels), 3))
@@ -203,23 +260,29 @@ def plot_throughput(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> Fi
                 capsize=3,
                 label=str(arch),
             )
+        low, high = measured_range(part)
         base = part["baseline_samples_per_s"].dropna()
         if len(base):
-            workers = np.array([1.0, max_workers])
-            ax.plot(
-                workers,
-                workers * base.iloc[0],
-                linestyle="--",
-                color="black",
-                linewidth=1,
-                label="ideal (single × workers)",
-            )
+            ideal_end = max_workers * float(base.iloc[0])
+            if ideal_end <= high * IDEAL_REACH:
+                high = max(high, ideal_end)  # the whole ideal line fits beside the points
+            _draw_ideal(ax, float(base.iloc[0]), max_workers, high)
         ticks = sorted(set(part["workers"].astype(float)) | {1.0})
+        # Log-log: ideal scaling is a straight line of slope one, and each doubling of the
+        # workers one step to the right.
+        ax.set_xscale("log", base=2)
         ax.set_xticks(ticks)
         ax.set_xticklabels([format_level(t) for t in ticks])
-        ax.set_xlabel("workers (processes)")
-        ax.set_ylabel("throughput (samples/s)")
-        ax.set_ylim(bottom=0)
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
+        ax.set_xlim(ticks[0] / X_MARGIN, ticks[-1] * X_MARGIN)
+        ax.set_xlabel("workers (processes, log scale)")
+        ax.set_ylabel("throughput (samples/s, log scale)")
+        # A log axis fitted to what was measured: the ideal line grows with the workers and
+        # would otherwise set the scale, leaving the measured points flat along the bottom.
+        ax.set_yscale("log")
+        ax.set_ylim(low / Y_MARGIN, high * Y_MARGIN)
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:,.0f}"))
+        ax.yaxis.set_minor_formatter(ticker.FuncFormatter(_minor_label(low, high)))
         plotting.panel_title(ax, label)
     if table["samples_per_s_std"].notna().any():
         plotting.bar_legend_entry(axes[0], "bars: ±1 std over repetitions")

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "sweep": "archbench.sweep.cli",
     "submit": "archbench.sweep.submit",
     "doctor": "archbench.doctor.cli",
+    "init": "archbench.init.cli",
     "report": "archbench.analysis.cli",
     "compare": "archbench.analysis.compare",
     "timeline": "archbench.timeline.cli",

@@ -1,4 +1,5 @@
-"""Where a study's runs go: this machine, the emulated cluster, or the hosts of a Slurm allocation."""
+"""Where a study's runs go: this machine, the emulated cluster, the hosts of a hostfile, or the
+hosts of a Slurm allocation."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from archbench.errors import UsageError
-from archbench.hosts import HostSlots, total_slots
+from archbench.hosts import HostSlots, check_host_name, read_hostfile, total_slots
 from archbench.sweep import slurm
 from archbench.sweep.spec import StudySpec
 
@@ -15,9 +16,11 @@ LOCALHOST = "localhost"
 
 @dataclass(frozen=True)
 class ClusterTarget:
-    kind: str  # localhost | emulated | slurm
+    kind: str  # localhost | emulated | slurm | hostfile
     hosts: tuple[HostSlots, ...]
-    bandwidth: str | None = None  # emulated: the link rate when bandwidth is not a factor
+    # emulated: the link rate when bandwidth is not a factor; hostfile: the rate claimed for the
+    # hosts' links (not shaped: doctor measures it against this)
+    bandwidth: str | None = None
     manage: bool = True  # emulated: bring it up/down around the study
 
     @property
@@ -30,7 +33,11 @@ class ClusterTarget:
 
     def describe(self) -> str:
         hosts = ", ".join(f"{name}:{slots}" for name, slots in self.hosts)
-        link = f", links {self.bandwidth} unless a run sets bandwidth" if self.bandwidth else ""
+        link = ""
+        if self.bandwidth:
+            link = f", links {self.bandwidth}" + (
+                " unless a run sets bandwidth" if self.kind == "emulated" else " claimed"
+            )
         return f"{self.kind} ({hosts}{link})"
 
 
@@ -81,4 +88,21 @@ def resolve_target(
         return ClusterTarget("emulated", hosts, bandwidth=bandwidth, manage=cluster.manage)
     if kind == "slurm":
         return ClusterTarget("slurm", tuple(slurm.allocation_hosts(env)))
-    raise UsageError(f"unknown cluster kind {kind!r} (localhost, emulated, slurm or auto)")
+    if kind == "hostfile":
+        return ClusterTarget("hostfile", hostfile_hosts(spec), bandwidth=cluster.bandwidth)
+    raise UsageError(
+        f"unknown cluster kind {kind!r} (localhost, emulated, slurm, hostfile or auto)"
+    )
+
+
+def hostfile_hosts(spec: StudySpec) -> tuple[HostSlots, ...]:
+    """The hosts of the spec's `cluster.hostfile`, each with its slots (or `cluster.slots`
+    where the spec gives it)."""
+    if spec.cluster.hostfile is None:
+        raise UsageError(
+            "--cluster hostfile: the spec names no hostfile (cluster: {kind: hostfile, "
+            "hostfile: hosts.txt})"
+        )
+    hosts = read_hostfile(spec.cluster.hostfile)
+    slots = spec.cluster.slots
+    return tuple(HostSlots(check_host_name(name), slots or count) for name, count in hosts)

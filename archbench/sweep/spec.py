@@ -18,7 +18,7 @@ from archbench.settings import LevelError, setting
 from archbench.sweep import allowed, limits
 
 DESIGN_KINDS = ("full_factorial", "random", "latin_hypercube", "one_at_a_time")
-CLUSTER_KINDS = ("auto", "localhost", "emulated", "slurm")
+CLUSTER_KINDS = ("auto", "localhost", "emulated", "slurm", "hostfile")
 ORDERS = ("random", "design")
 # How a study's `single` baseline runs beside a `workers` factor: alone on one host, or loaded
 # (with workers - 1 companions training at the same time on other hosts, as a W-worker job
@@ -53,7 +53,7 @@ _TOP_KEYS = {
 _BLOCK_KEYS = {"fixed", "factors", "repetitions", "timeline"}
 _CLUSTER_KEYS = {
     "kind", "slots", "nodes", "bandwidth", "manage", "name", "prefix", "dilation",
-    "vcpus_per_node", "vcpus_per_process", "idle_nap_us",
+    "vcpus_per_node", "vcpus_per_process", "idle_nap_us", "hostfile",
 }  # fmt: skip
 
 
@@ -105,6 +105,9 @@ class ClusterSpec:
     vcpus_per_process: int | None = None
     # emulated: how long an idle wait on a node sleeps instead of spinning (None: the default)
     idle_nap_us: int | None = None
+    # hostfile: the Open MPI hostfile of the user's own hosts (`host slots=N` lines), relative
+    # to the folder the sweep runs in; `bandwidth` is then the rate its links are said to have
+    hostfile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -396,8 +399,17 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
                 f"{where}: cluster: idle_nap_us {nap_us!r} must be a whole number of "
                 f"microseconds in 0..{MAX_NAP_US} (0: waits spin)"
             )
+    hostfile = value.get("hostfile")
+    if (kind == "hostfile") != (hostfile is not None):
+        raise UsageError(
+            f"{where}: cluster: kind hostfile and hostfile: FILE go together "
+            "(kind: hostfile, hostfile: hosts.txt)"
+        )
+    if hostfile is not None and (not isinstance(hostfile, str) or not hostfile.strip()):
+        raise UsageError(f"{where}: cluster: hostfile must be a path, got {hostfile!r}")
     return ClusterSpec(
         kind=kind,
+        hostfile=hostfile,
         slots=slots,
         nodes=nodes,
         bandwidth=bandwidth,
