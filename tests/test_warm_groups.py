@@ -121,7 +121,7 @@ def test_a_warm_run_ends_with_the_cold_runs_parameters_bit_for_bit(pairs, arch):
         assert warm["result"][key] == cold["result"][key], key
     # A trained something else in the same processes just before
     assert a["result"]["param_digest_per_rank"] != digests
-    assert a["launch"] == {
+    assert {key: value for key, value in a["launch"].items() if key != "phases_s"} == {
         "warm": True, "group": f"test-{arch}", "position": 1, "group_size": 2,
         "group_startup_s": None,  # the runs file names no launch time
     }  # fmt: skip
