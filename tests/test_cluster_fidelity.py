@@ -58,6 +58,13 @@ def test_ring_moves_the_bytes_of_a_ring_and_records_the_algorithm(
     assert all(0.95 * ring_bytes < value < 1.25 * ring_bytes for value in sent), (sent, ring_bytes)
     assert max(sent) / min(sent) < 1.1, sent
     _check_virtual_time(record)
+    # Horovod's background thread (and the MPI library's) run on virtual cores of their own,
+    # outside the rank's: on every node such threads exist and carried CPU time (the ring's
+    # reductions and copies), which a host would run on a core the compute does not use.
+    if record["fidelity"]["dilation"] is not None:
+        for node in record["fidelity"]["nodes"].values():
+            assert node["background_threads"] >= 1, node
+            assert node["background_cpu_s"] > 0, node
 
 
 def _check_virtual_time(record: dict) -> None:

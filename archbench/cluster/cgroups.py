@@ -199,11 +199,12 @@ def threads_dir(hierarchy: Hierarchy, cluster: str, node: str) -> Path:
 
 
 def thread_groups(hierarchy: Hierarchy, cluster: str, node: str) -> dict[int, Path]:
-    """{thread id: its group} for every thread group of the node (`vcpu/p<pid>/t<tid>`; a group
-    may outlive its thread until it is pruned)."""
+    """{thread id: its group} for every thread group of the node (`vcpu/p<pid>/t<tid>`, and a
+    background thread's `vcpu/b<pid>/t<tid>`; a group may outlive its thread until it is
+    pruned)."""
     groups = {}
     with contextlib.suppress(OSError):
-        for process in threads_dir(hierarchy, cluster, node).glob("p*"):
+        for process in threads_dir(hierarchy, cluster, node).glob("[pb]*"):
             for entry in process.glob("t*"):
                 if entry.name[1:].isdigit() and entry.is_dir():
                     groups[int(entry.name[1:])] = entry

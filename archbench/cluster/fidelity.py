@@ -74,6 +74,9 @@ class ThreadReading:
     # its process's group (vcpu/p<pid>) was held back by the process's cap: when a process's
     # threads together reach P/D, the process group is throttled, not the thread's own
     process_throttled_ns: int = 0
+    # a library's background thread (vcpu/b<pid>/t<tid>): its own virtual core, outside its
+    # process's cap
+    background: bool = False
 
 
 def machine_times() -> tuple[int, int] | None:
@@ -156,6 +159,7 @@ class FidelityProbe:
                     counters[1],
                     int(stats["throttled_s"] * 1e9),
                     process_throttled[group.parent],
+                    group.parent.name.startswith("b"),
                 )
         return threads
 
@@ -232,6 +236,7 @@ def _deltas(start: dict[int, ThreadReading], end: dict[int, ThreadReading]) -> l
             after.wait_ns - start[tid].wait_ns,
             after.throttled_ns - start[tid].throttled_ns,
             after.process_throttled_ns - start[tid].process_throttled_ns,
+            after.background,
         )
         for tid, after in end.items()
         if tid in start
@@ -289,6 +294,9 @@ def _thread_figures(
         # Waiting for a core per second of CPU: what the node's threads lost to an oversubscribed
         # machine (a few percent is the scheduler's wake-up latency).
         "core_wait_share": core_wait / run if run > 0 else None,
+        # libraries' background threads (Horovod's, MPI's), each on a virtual core of its own
+        "background_threads": sum(d.background for d in deltas),
+        "background_cpu_s": sum(d.run_ns for d in deltas if d.background) / 1e9,
         "busiest_thread_cpus": max((d.run_ns / 1e9 / window_s for d in deltas), default=None)
         if window_s > 0
         else None,

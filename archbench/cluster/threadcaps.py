@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from archbench.cluster.idlewait import LIBRARY_NAME
 
-_THREAD_GROUP = re.compile(r"/vcpu/p\d+/t\d+$")
+_THREAD_GROUP = re.compile(r"/vcpu/[pb]\d+/t\d+$")
+_BACKGROUND_GROUP = re.compile(r"/vcpu/b\d+/t\d+$")
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,16 @@ def failures() -> int:
     return int(library.archbench_caps_failures())
 
 
+def background() -> int:
+    """Background threads this process started (a communication library's own: placed on a
+    virtual core of their own, outside the process's cap)."""
+    library = _library()
+    if library is None:
+        return 0
+    library.archbench_caps_background.restype = ctypes.c_long
+    return int(library.archbench_caps_background())
+
+
 def armed() -> bool:
     library = _library()
     return bool(library is not None and library.archbench_caps_armed())
@@ -90,7 +101,8 @@ def placement() -> dict[int, str]:
 
 
 def _capped(groups: dict[int, str]) -> int:
-    """Threads in a capped group of their own (`.../vcpu/p<pid>/t<tid>`)."""
+    """Threads in a capped group of their own (`.../vcpu/p<pid>/t<tid>`, or a background
+    thread's `.../vcpu/b<pid>/t<tid>`)."""
     return sum(bool(_THREAD_GROUP.search(group)) for group in groups.values())
 
 
@@ -132,6 +144,8 @@ def main() -> int:
                 "born_armed_capped": _capped(late_groups),
                 "capped_after_disarm": _capped(after_disarm),
                 "failures": failures(),
+                # Python's threads are the process's own: none of them is a background thread
+                "background": background(),
             }
         )
     )

@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -80,7 +81,9 @@ static int write_in(const char *dir, const char *file, const char *text) {
     return write_text(path, text);
 }
 
-/* Makes `dir` a capped group (if missing) with `quota` per period. */
+/* Makes `dir` a capped group (if missing) with `quota` per period. Where `quota` is 0 the group
+ * has no cap of its own but the highest weight: a background thread woken on a core that another
+ * node's thread holds gets it at once, as it would get an idle core of its own host. */
 static int make_group(const char *dir, long quota) {
     char text[64];
     if (mkdir(dir, 0755) != 0) {
@@ -90,23 +93,76 @@ static int make_group(const char *dir, long quota) {
     if (cgroup_v2) {
         /* v2: a thread may live apart from its process only in a threaded subtree. */
         write_in(dir, "cgroup.type", "threaded");
+        if (quota <= 0) return write_in(dir, "cpu.weight", "10000");
         snprintf(text, sizeof text, "%ld %ld", quota, period_us);
         return write_in(dir, "cpu.max", text);
     }
+    if (quota <= 0) return write_in(dir, "cpu.shares", "262144");
     snprintf(text, sizeof text, "%ld", period_us);
     if (write_in(dir, "cpu.cfs_period_us", text) != 0) return -1;
     snprintf(text, sizeof text, "%ld", quota);
     return write_in(dir, "cpu.cfs_quota_us", text);
 }
 
-/* Puts thread `tid` of this process in a capped group of its own, inside its process's. */
+/* Background threads of this process, told at birth (see 3. above). */
+#define MAX_BACKGROUND 256
+static pid_t background[MAX_BACKGROUND];
+static int background_count;
+
+static void remember_background(pid_t tid) {
+    int slot = __atomic_fetch_add(&background_count, 1, __ATOMIC_SEQ_CST);
+    if (slot < MAX_BACKGROUND) __atomic_store_n(&background[slot], tid, __ATOMIC_SEQ_CST);
+}
+
+static int is_background(pid_t tid) {
+    int count = __atomic_load_n(&background_count, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < count && i < MAX_BACKGROUND; i++)
+        if (__atomic_load_n(&background[i], __ATOMIC_SEQ_CST) == tid) return 1;
+    return 0;
+}
+
+/* Libraries whose own threads are background threads: matched against the path of the code
+ * that called pthread_create. */
+static const char *const BACKGROUND_LIBRARIES[] = {
+    "/horovod/", "libmpi.so", "libopen-pal.so", "libopen-rte.so", "libpmix.so", "/mca_",
+    "libevent", "libgloo", NULL,
+};
+/* Code between the creator and pthread_create itself: skipped when looking for the creator. */
+static const char *const PASS_THROUGH[] = {
+    "libc.so", "libpthread", "libstdc++", "libgcc_s", "libarchbench-node", NULL,
+};
+
+static int path_has(const char *path, const char *const *needles) {
+    for (int i = 0; needles[i] != NULL; i++)
+        if (strstr(path, needles[i]) != NULL) return 1;
+    return 0;
+}
+
+/* Whether the caller of this pthread_create lies in a background library. */
+static int created_by_background_library(void) {
+    void *frames[24];
+    int depth = backtrace(frames, 24);
+    for (int i = 1; i < depth; i++) {
+        Dl_info info;
+        if (dladdr(frames[i], &info) == 0 || info.dli_fname == NULL) return 0;
+        if (path_has(info.dli_fname, PASS_THROUGH)) continue;
+        /* std::thread's start, wherever a copy of it is linked (TensorFlow's is exported) */
+        if (info.dli_sname != NULL && strncmp(info.dli_sname, "_ZNSt6thread", 12) == 0) continue;
+        return path_has(info.dli_fname, BACKGROUND_LIBRARIES);
+    }
+    return 0;
+}
+
+/* Puts thread `tid` of this process in a capped group of its own, inside its process's (or,
+ * for a background thread, inside this process's group of background threads, uncapped). */
 static int place_thread(pid_t tid) {
     char process_dir[PATH_MAX], dir[PATH_MAX], text[32];
-    if (snprintf(process_dir, sizeof process_dir, "%s/p%d", caps_dir, (int)getpid())
-            >= (int)sizeof process_dir
+    int apart = is_background(tid);
+    if (snprintf(process_dir, sizeof process_dir, "%s/%c%d", caps_dir, apart ? 'b' : 'p',
+                 (int)getpid()) >= (int)sizeof process_dir
         || snprintf(dir, sizeof dir, "%s/t%d", process_dir, (int)tid) >= (int)sizeof dir)
         return -1;
-    if (make_group(process_dir, process_quota_us) != 0) return -1;
+    if (make_group(process_dir, apart ? 0 : process_quota_us) != 0) return -1;
     if (cgroup_v2) write_in(process_dir, "cgroup.subtree_control", "+cpu");
     if (make_group(dir, quota_us) != 0) return -1;
     snprintf(text, sizeof text, "%d", (int)tid);
@@ -154,7 +210,7 @@ static void prune_groups(void) {
     struct dirent *entry;
     char path[PATH_MAX];
     while ((entry = readdir(dir)) != NULL) {
-        if (entry->d_name[0] != 'p') continue;
+        if (entry->d_name[0] != 'p' && entry->d_name[0] != 'b') continue;
         if (snprintf(path, sizeof path, "%s/%s", caps_dir, entry->d_name) < (int)sizeof path)
             prune_process(path, is_alive(entry->d_name + 1));
     }
@@ -201,12 +257,15 @@ int archbench_caps_armed(void) { return __atomic_load_n(&armed, __ATOMIC_SEQ_CST
  * the node's group, uncapped: the fidelity check counts what such threads spend). */
 long archbench_caps_placed(void) { return __atomic_load_n(&placed, __ATOMIC_RELAXED); }
 long archbench_caps_failures(void) { return __atomic_load_n(&place_failures, __ATOMIC_RELAXED); }
+/* Background threads this process started (see 3. above). */
+long archbench_caps_background(void) { return __atomic_load_n(&background_count, __ATOMIC_SEQ_CST); }
 
-struct start { void *(*routine)(void *); void *argument; };
+struct start { void *(*routine)(void *); void *argument; int background; };
 
 static void *start_placed(void *raw) {
     struct start start = *(struct start *)raw;
     free(raw);
+    if (start.background) remember_background(thread_id());
     if (__atomic_load_n(&armed, __ATOMIC_SEQ_CST)) count_placement(place_thread(thread_id()));
     return start.routine(start.argument);
 }
@@ -222,6 +281,7 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attributes,
     if (start == NULL) return real_create(thread, attributes, routine, argument);
     start->routine = routine;
     start->argument = argument;
+    start->background = created_by_background_library();
     int result = real_create(thread, attributes, start_placed, start);
     if (result != 0) free(start);
     return result;
@@ -268,6 +328,8 @@ __attribute__((constructor)) static void read_settings(void) {
     struct stat info;  /* a host that is not one of the cluster's nodes has no such group */
     if (stat(caps_dir, &info) != 0 || !S_ISDIR(info.st_mode)) { caps_dir[0] = '\0'; return; }
     cgroup_v2 = version != NULL && strcmp(version, "v2") == 0;
+    void *frames[2];
+    backtrace(frames, 2);  /* loads the unwinder now, not inside a later pthread_create */
     if (defers_caps())
         unplace_thread(thread_id());  /* a child starts in its parent's thread group */
     else
