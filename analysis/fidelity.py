@@ -127,6 +127,8 @@ def _oversubscription_note(ok: pd.DataFrame) -> str | None:
             )
         if row["machine_idle_share"] < MIN_IDLE_SHARE:
             parts.append(f"the machine was {1 - row['machine_idle_share']:.0%} busy")
+        else:
+            parts.append(f"the machine {row['machine_idle_share']:.0%} idle on average")
         return ", ".join(parts)
 
     named = [
@@ -134,12 +136,26 @@ def _oversubscription_note(ok: pd.DataFrame) -> str | None:
         for _, row in runs.head(SHOWN).iterrows()
     ]
     more = f" and {len(runs) - SHOWN} more" if len(runs) > SHOWN else ""
+    # A machine with idle time left on average can still lack a core at an instant: the caps
+    # bound each thread's share per CFS period, not how many threads run at once.
+    idle = int((runs["machine_idle_share"] >= MIN_IDLE_SHARE).sum())
+    causes = []
+    if idle < len(runs):
+        causes.append(
+            f"{len(runs) - idle} on a machine with no idle time left (the nodes' threads together "
+            "wanted more than it has at this dilation, or other work ran beside them: raise "
+            "--dilation or run them on a quiet machine)"
+        )
+    if idle:
+        causes.append(
+            f"{idle} while the machine had idle time on average (the nodes' threads woke at the "
+            "same moments, more of them at once than it has cores: a larger dilation shortens "
+            "each burst but does not remove this)"
+        )
     return (
         f"Oversubscribed: {len(runs)} of {judged} runs on the dilated cluster did not get the "
-        "virtual cores the dilation promised, because this machine's cores were all busy (the "
-        "nodes' threads together wanted more than it has at this dilation, or other work ran "
-        "beside them), so their times are slower than the emulated hosts would be; raise "
-        "--dilation or run them on a quiet machine: " + "; ".join(named) + more + "."
+        "virtual cores the dilation promised, so their times are slower than the emulated hosts "
+        "would be: " + "; ".join(causes) + ". " + "; ".join(named) + more + "."
     )
 
 

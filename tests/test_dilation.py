@@ -195,6 +195,10 @@ def test_the_report_judges_runs_against_the_baseline_of_their_load_and_names_ove
     (oversubscribed,) = [note for note in notes if note.startswith("Oversubscribed")]
     assert "`busy`" in oversubscribed and "`saturated`" in oversubscribed
     assert "`ring2`" not in oversubscribed and "2 of 5 runs" in oversubscribed
+    # each cause said as measured: a saturated machine, or coinciding wake-ups on an idle one
+    assert "1 on a machine with no idle time left" in oversubscribed
+    assert "1 while the machine had idle time on average" in oversubscribed
+    assert "the machine 30% idle on average" in oversubscribed
     assert any(note.startswith("Fidelity: in all") for note in notes), notes
     assert not math.isnan(study.ok.set_index("run_id").loc["busy", "core_wait_share"])
 
