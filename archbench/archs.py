@@ -3,10 +3,11 @@ architecture instead of comparing its name with a literal.
 
 A descriptor says how many processes a job of W workers and K servers runs, which rank does what
 (servers first, then workers; the first worker is the chief that writes the record), which
-controller it uses by default, which settings mean something for it (the registry's rows that name
-it), which trainer runs it and which cost function prices its step in the performance model.
-Trainers and cost functions are named by import path and loaded only when used, so this module
-stays free of TensorFlow, MPI and the model.
+controller it uses by default, which trainer runs it and which cost function prices its step in
+the performance model. Trainers and cost functions are named by import path and loaded only when
+used, so this module stays free of TensorFlow, MPI and the model. Which settings mean something
+for an architecture is the registry's to say (`archbench.settings.applies`): its rows name the
+architectures they apply to, so the registry imports this module and not the other way round.
 """
 
 from __future__ import annotations
@@ -63,12 +64,6 @@ class Architecture:
             SERVER_ROLE if rank < servers else CHIEF_ROLE if rank == servers else WORKER_ROLE
             for rank in range(world_size)
         ]
-
-    def accepts(self, setting: str) -> bool:
-        """Whether the registry's setting `setting` means anything for this architecture."""
-        from archbench.settings import SETTINGS
-
-        return self.name in SETTINGS[setting].applies_to
 
     def trainer_class(self) -> type:
         return _load(self.trainer_path)

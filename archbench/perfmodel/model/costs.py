@@ -8,7 +8,13 @@ from dataclasses import dataclass, field, replace
 
 from archbench.perfmodel.measure.calibration import Calibration
 from archbench.perfmodel.model import formulas as F
-from archbench.perfmodel.model.predictor import ArchParams, StepConfig, network_for, ps_shards
+from archbench.perfmodel.model.inputs import (
+    ArchParams,
+    StepConfig,
+    local_steps,
+    network_for,
+    ps_shards,
+)
 
 
 @dataclass
@@ -43,8 +49,6 @@ def update_share(config: StepConfig) -> float:
     configuration runs itself: all of it for single and ring (and in local steps), its own
     shard for p2p (an owner updates 1/W, then receives the rest), none for ps (the servers
     update: SERVER_UPDATE)."""
-    from archbench.perfmodel.model.predictor import local_steps
-
     if config.arch == "p2p" and not local_steps(config):
         return 1.0 / max(config.num_workers, 1)
     if config.arch == "ps" and not local_steps(config):
@@ -288,15 +292,3 @@ def _placed_rows(
     push = [[d + b * push_share for d, b in zip(dense, row)] for row in measured]
     pull = [[d + b * (1 - push_share) for d, b in zip(dense, row)] for row in measured]
     return push, pull
-
-
-def fit_key(config: StepConfig) -> str:
-    """Which set of fitted parameters applies: the architecture, or its variant."""
-    variant = _VARIANTS.get(config.arch)
-    return variant(config) if variant else config.arch
-
-
-_VARIANTS = {
-    "p2p": lambda c: f"p2p-{c.p2p_schedule}",
-    "ps": lambda c: "ps-sync" if c.sync else "ps-async",
-}
