@@ -149,7 +149,7 @@ def run_training(
     tracer=None,
 ) -> LoopResult:
     """Trains this worker; the chief also evaluates. Every worker runs the same step sequence.
-    `tracer` (--timeline: archbench.timeline.Tracer) runs the steps it traces.
+    `tracer` (--timeline: archbench.timeline.tracer.Tracer) runs the steps it traces.
 
     On a time-dilated node the thread caps are armed before the first timed step (start-up and
     warm-up run outside them) and disarmed when training ends; `on_timed` is called once the

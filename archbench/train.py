@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 
-from archbench import timeline, warmgroup
+from archbench import warmgroup
 from archbench.archs import arch as architecture
 from archbench.cluster.dilation import factor as dilation_factor
 from archbench.cluster.dilation import virtual
@@ -41,6 +41,7 @@ from archbench.record import (
     run_environment,
 )
 from archbench.settings import applies
+from archbench.timeline.tracer import for_run as tracer_for_run
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # Exit status of a run that trained but whose record could not be written (a full disk).
@@ -280,7 +281,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     phases.end("data")
     trainer = make_trainer(config, place, data)
     state.trainer = trainer
-    tracer = timeline.for_run(config, place, data, trainer.num_workers)  # None: no --timeline
+    tracer = tracer_for_run(config, place, data, trainer.num_workers)  # None: no --timeline
     log = (
         (lambda line: print(f"[archbench {config.arch}] {line}", flush=True))
         if trainer.is_chief

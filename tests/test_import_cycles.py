@@ -10,8 +10,10 @@ package. Imports under `if TYPE_CHECKING:` never run and are left out.
 `__path__`), so its modules are named `archbench.analysis.<module>` here.
 
 An edge goes to the module a statement names: `from archbench.a import b` is an edge to
-`archbench.a.b` when `b` is a submodule and to `archbench.a` otherwise. The packages Python
-initialises on the way (`archbench`, `archbench.a`) are not edges of their own.
+`archbench.a.b` when `b` is a submodule and to `archbench.a` otherwise. Importing
+`archbench.a.b` also runs the package `archbench.a` (its __init__.py) first, so that is an edge
+too, except where the importing module lies inside that package (Python has initialised it
+already).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = "archbench"
 # folder -> the dotted name of the package it holds
 FOLDERS = {ROOT / "archbench": "archbench", ROOT / "analysis": "archbench.analysis"}
 
@@ -83,8 +84,16 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
                 f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
                 for alias in node.names
             ]
-        found.update(t for t in targets if t in known and t != name)
+        found.update(t for t in targets if t in known)
+    found.update(package for target in list(found) for package in _packages_of(target, known))
+    found -= {name, *_packages_of(name, known)}
     return found
+
+
+def _packages_of(name: str, known: set[str]) -> list[str]:
+    """The packages Python initialises before module `name`, outermost first."""
+    parts = name.split(".")
+    return [p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in known]
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -172,6 +181,21 @@ def test_relative_imports_resolve_against_the_package(tmp_path):
     assert imports_of("archbench.sub.mod", source, known) == {
         "archbench.sub.sibling",
         "archbench.other",
+    }
+
+
+def test_importing_a_submodule_runs_its_package_first(tmp_path):
+    source = tmp_path / "mod.py"
+    source.write_text(
+        "from archbench.pkg.sub import thing\nimport archbench.here.other\n", encoding="utf-8"
+    )
+    known = {"archbench", "archbench.pkg", "archbench.pkg.sub", "archbench.here"}
+    known |= {"archbench.here.mod", "archbench.here.other"}
+    # archbench and archbench.here are already initialised when archbench.here.mod runs
+    assert imports_of("archbench.here.mod", source, known) == {
+        "archbench.pkg",
+        "archbench.pkg.sub",
+        "archbench.here.other",
     }
 
 
