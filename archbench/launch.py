@@ -11,6 +11,7 @@ import os
 import socket
 from dataclasses import dataclass
 
+from archbench.archs import CHIEF_ROLE, SERVER_ROLE, WORKER_ROLE
 from archbench.cluster.cgroups import process_budget
 from archbench.cluster.dilation import cap_period_s, factor, node_vcpus, process_vcpus
 
@@ -84,7 +85,7 @@ def _tf_config_place(hostname: str) -> ProcessPlace | None:
         cluster, task = value["cluster"], value["task"]
         order = [
             (job, index, str(address))
-            for job in ("ps", "chief", "worker")
+            for job in (SERVER_ROLE, CHIEF_ROLE, WORKER_ROLE)
             for index, address in enumerate(cluster.get(job, []))
         ]
         rank = [(job, index) for job, index, _ in order].index((task["type"], int(task["index"])))
