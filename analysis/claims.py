@@ -29,9 +29,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from archbench.analysis import arch_rows
 from archbench.analysis.load import Study
 from archbench.analysis.section import Column, Section, Table
 from archbench.analysis.stats import ratio_of_means
+from archbench.archs import has_servers
 
 KEY, TITLE = "claims", "The research notes' claims, checked"
 
@@ -86,9 +88,9 @@ def _exposed_share(runs: pd.DataFrame) -> float:
 
 
 def _arm(ok: pd.DataFrame, name: str, placement: str | None) -> pd.DataFrame:
-    if name != "ps":
+    if not has_servers(name):
         return ok[ok["arch"] == name]
-    ps = ok[(ok["arch"] == "ps") & (ok["sync_mode"] == "sync") & (ok["num_ps"] == 1)]
+    ps = ok[(ok["arch"] == name) & (ok["sync_mode"] == "sync") & (ok["num_ps"] == 1)]
     return ps[ps["placement"] == placement] if placement else ps
 
 
@@ -100,7 +102,8 @@ def ordering_rows(study: Study) -> list[dict]:
     for key, runs in distributed.groupby(keys, dropna=False, sort=True):
         workload, link, workers = key
         share = _exposed_share(runs)
-        placements = sorted(runs.loc[runs["arch"] == "ps", "placement"].dropna().unique()) or [None]
+        placements = sorted(runs.loc[arch_rows.with_servers(runs), "placement"].dropna().unique())
+        placements = placements or [None]
         pairs = [("ring", None, "p2p", None)] + [("p2p", None, "ps", p) for p in placements]
         for better, _, worse, placement in pairs:
             faster, slower = _arm(runs, better, None), _arm(runs, worse, placement)
@@ -196,7 +199,9 @@ def _placement_row(claim: str, key: tuple, numerator: pd.DataFrame, denominator:
 def placement_rows(study: Study) -> list[dict]:
     """Claims 2 (the network against one local server) and 3 (dedicated against co-located)."""
     ok = study.ok.dropna(subset=["samples_per_s"])
-    ps = ok[(ok["arch"] == "ps") & ok["placement"].isin(["dedicated", "co-located", "one-host"])]
+    ps = ok[
+        arch_rows.with_servers(ok) & ok["placement"].isin(["dedicated", "co-located", "one-host"])
+    ]
     rows = []
     low, high = CLAIMED_SLOWDOWN
     for key, runs in ps.groupby(["workload", "link", "workers", "sync_mode"], dropna=False):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from archbench.analysis import arch_rows
 from archbench.errors import UsageError
 
 
@@ -135,7 +136,7 @@ def summary_frame(ok: pd.DataFrame) -> pd.DataFrame:
     baselines, speedups = [], []
     for _, row in summary.iterrows():
         same = summary[summary["workload"] == row["workload"]]
-        single = same[same["arch"] == "single"]
+        single = same[arch_rows.baseline(same)]
         matching = single[single["batch_size"] == row["batch_size"]]
         pool = matching if len(matching) else single
         usable = pool.dropna(subset=["samples_per_s"])

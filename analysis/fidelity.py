@@ -31,6 +31,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from archbench.analysis import arch_rows
+from archbench.archs import is_baseline
+
 DRIFT_LIMIT = 0.10
 # Waiting for a core per second of CPU a node's threads used: a few percent is the scheduler's
 # wake-up latency on a machine with idle cores.
@@ -48,7 +51,7 @@ def _load(frame: pd.DataFrame) -> pd.Series:
 def baselines(ok: pd.DataFrame) -> dict[tuple, float]:
     """Median compute of the `single` runs per (workload, per-worker batch, nodes computing at
     once), and per (workload, per-worker batch) over every load."""
-    single = ok[(ok["arch"] == "single") & ok["compute_s"].notna()].assign(load=_load(ok))
+    single = ok[arch_rows.baseline(ok) & ok["compute_s"].notna()].assign(load=_load(ok))
     table: dict[tuple, float] = {}
     for key, group in single.groupby(["workload", "batch_size"]):
         table[key] = float(group["compute_s"].median())
@@ -64,12 +67,12 @@ def _reference(ok: pd.DataFrame, run: pd.Series, base: dict[tuple, float]) -> tu
     only one: baselines under different loads are not alike)."""
     load = run.get("load_nodes", 1.0)
     key = (run["workload"], run["batch_size"])
-    if run["arch"] != "single":
+    if not is_baseline(run["arch"]):
         if (*key, load) in base:
             return base[(*key, load)], True
         return base.get(key, math.nan), False
     same = (
-        (ok["arch"] == "single")
+        arch_rows.baseline(ok)
         & (ok["workload"] == run["workload"])
         & (ok["batch_size"] == run["batch_size"])
         & (ok["run_id"] != run["run_id"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from archbench.analysis import plotting
+from archbench.analysis import arch_rows, plotting
 from archbench.analysis.fmt import as_points, as_times, num
 from archbench.analysis.load import (
     AT_STEP_P10,
@@ -128,7 +128,7 @@ def _setting_label(key: dict[str, object], varying: list[str], comparison: Compa
 
 
 def ratio_table(study: Study, comparison: Comparison) -> pd.DataFrame:
-    ps = study.ok[(study.ok["arch"] == "ps")].dropna(subset=["samples_per_s"])
+    ps = study.ok[arch_rows.with_servers(study.ok)].dropna(subset=["samples_per_s"])
     ps = ps[ps[comparison.arm_column].isin([comparison.numerator, comparison.denominator])]
     columns = _match_columns(study, comparison)
     keyed = ps.assign(**{f"_k{i}": ps[c].map(str) for i, c in enumerate(columns)})
@@ -321,7 +321,7 @@ def placement_headline(table: pd.DataFrame | None, comparison: str) -> str | Non
 
 def build(study: Study, fig_dir: Path) -> Section:
     section = Section(KEY, TITLE, how_to_read=HOW_TO_READ)
-    ps = study.ok[study.ok["arch"] == "ps"]
+    ps = study.ok[arch_rows.with_servers(study.ok)]
     if ps.empty:
         return section.skip(
             "PS placement and sync mode", "the study has no successful parameter-server run"

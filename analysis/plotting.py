@@ -17,15 +17,11 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from archbench.analysis.section import FigureFile  # noqa: E402
+from archbench.archs import ARCHITECTURES, ARCHS  # noqa: E402
 
-ARCH_COLORS: dict[str, str] = {
-    "single": "#6b6b6b",
-    "ring": "#1f77b4",
-    "p2p": "#2ca02c",
-    "ps": "#d95f02",
-}
-ARCH_MARKERS: dict[str, str] = {"single": "s", "ring": "o", "p2p": "^", "ps": "D"}
-ARCH_ORDER: tuple[str, ...] = ("single", "ring", "p2p", "ps")
+ARCH_COLORS: dict[str, str] = {name: a.color for name, a in ARCHS.items()}
+ARCH_MARKERS: dict[str, str] = {name: a.marker for name, a in ARCHS.items()}
+ARCH_ORDER: tuple[str, ...] = ARCHITECTURES
 COMPUTE_COLOR = "#4c72b0"
 COMM_COLOR = "#dd8452"
 EXTRA_COLORS = ("#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd")

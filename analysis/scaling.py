@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import ticker
 
-from archbench.analysis import plotting
+from archbench.analysis import arch_rows, plotting
 from archbench.analysis.fmt import as_percent, as_times, num, pct, plus_minus
 from archbench.analysis.load import AT_STEP_P10, AT_STEP_P90, Study, format_level, level_sort_key
 from archbench.analysis.section import Column, FigureFile, Section, Table
@@ -56,7 +56,7 @@ def facet_columns(frame: pd.DataFrame) -> list[str]:
     The link where distributed runs differ in it; the per-worker batch wherever it varies,
     because a baseline is only fair at the same per-worker batch.
     """
-    distributed = frame[frame["arch"] != "single"]
+    distributed = frame[arch_rows.distributed(frame)]
     facets = ["link"] if distributed["link"].map(str).nunique() > 1 else []
     if frame["batch_size"].dropna().nunique() > 1:
         facets.append("batch_size")
@@ -74,7 +74,7 @@ def scaling_table(study: Study) -> pd.DataFrame:
     table = within_run_spread(
         best.rename(columns={"mean": "samples_per_s", "std": "samples_per_s_std"})
     )
-    table = _with_baseline(table, ok[ok["arch"] == "single"], baseline_keys)
+    table = _with_baseline(table, ok[arch_rows.baseline(ok)], baseline_keys)
     table["speedup"] = table["samples_per_s"] / table["baseline_samples_per_s"]
     table["speedup_std"] = [
         propagated_ratio_std(m, s, b, bs)
@@ -120,7 +120,7 @@ def _with_baseline(table: pd.DataFrame, single: pd.DataFrame, keys: list[str]) -
         return merged
     by_load = _baseline(single, [*keys, "load_nodes"]).rename(columns={"load_nodes": "workers"})
     matched = table.merge(by_load, on=[*keys, "workers"], how="left")
-    has_match = matched["baseline_samples_per_s"].notna() & (matched["arch"] != "single")
+    has_match = matched["baseline_samples_per_s"].notna() & arch_rows.distributed(matched)
     for column in BASELINE_COLUMNS.values():
         merged.loc[has_match, column] = matched.loc[has_match, column]
     return merged
@@ -171,17 +171,17 @@ def _setting(row: pd.Series, facets: list[str]) -> str:
 
 def _panels(table: pd.DataFrame, facets: list[str]) -> list[tuple[str, pd.DataFrame]]:
     keys = ["workload", *facets]
-    distributed = table[table["arch"] != "single"]
+    distributed = table[arch_rows.distributed(table)]
     panels = []
     workloads = table["workload"].nunique()
     combos = distributed[keys].drop_duplicates().to_dict("records")
     combos.sort(key=lambda r: [level_sort_key(r[k]) for k in keys])
     for combo in combos:
-        mask = (table["workload"] == combo["workload"]) & (table["arch"] != "single")
+        mask = (table["workload"] == combo["workload"]) & arch_rows.distributed(table)
         for column in facets:
             mask &= table[column].map(str) == str(combo[column])
         part = table[mask]
-        single = table[(table["workload"] == combo["workload"]) & (table["arch"] == "single")]
+        single = table[(table["workload"] == combo["workload"]) & arch_rows.baseline(table)]
         if "batch_size" in facets:
             single = single[single["batch_size"] == combo["batch_size"]]
         label = panel_label(pd.Series(combo), facets, workloads)
@@ -299,8 +299,8 @@ def plot_throughput(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> Fi
 
 
 def plot_efficiency(table: pd.DataFrame, facets: list[str], fig_dir: Path) -> FigureFile:
-    data = table[(table["arch"] != "single") & table["efficiency"].notna()]
-    panels = [(label, part[part["arch"] != "single"]) for label, part in _panels(data, facets)]
+    data = table[arch_rows.distributed(table) & table["efficiency"].notna()]
+    panels = [(label, part[arch_rows.distributed(part)]) for label, part in _panels(data, facets)]
     fig, axes = plotting.new_figure(len(panels), ncols=min(len(panels), 3))
     for ax, (label, part) in zip(axes, panels, strict=True):
         worker_levels = sorted(part["workers"].unique())
@@ -350,7 +350,7 @@ def _facets(table: pd.DataFrame) -> list[str]:
 def _largest_worker_winners(table: pd.DataFrame) -> list[pd.Series]:
     """Per setting (workload × facets): the fastest distributed entry at the most workers."""
     facets = _facets(table)
-    distributed = table[(table["arch"] != "single") & table["samples_per_s"].notna()]
+    distributed = table[arch_rows.distributed(table) & table["samples_per_s"].notna()]
     winners = []
     for _, part in distributed.groupby(["workload", *facets], dropna=False, sort=True):
         top = part[part["workers"] == part["workers"].max()]
@@ -383,7 +383,7 @@ def scaling_headline(table: pd.DataFrame) -> str | None:
 
 
 def efficiency_headline(table: pd.DataFrame) -> str | None:
-    data = table[(table["arch"] != "single") & table["efficiency"].notna()]
+    data = table[arch_rows.distributed(table) & table["efficiency"].notna()]
     if data.empty:
         return None
     most = data[data["workers"] == data["workers"].max()]
@@ -405,7 +405,7 @@ def efficiency_headline(table: pd.DataFrame) -> str | None:
 def scaling_findings(table: pd.DataFrame, limit: int = 4) -> list[str]:
     facets = _facets(table)
     sentences = []
-    distributed = table[(table["arch"] != "single") & table["samples_per_s"].notna()]
+    distributed = table[arch_rows.distributed(table) & table["samples_per_s"].notna()]
     for winner in _largest_worker_winners(table)[:limit]:
         same = distributed
         for column in ["workload", *facets]:
@@ -438,7 +438,7 @@ def build(study: Study, fig_dir: Path) -> Section:
     ok = study.ok.dropna(subset=["samples_per_s", "workers"])
     if ok.empty:
         return section.skip(TITLE, "no successful run recorded its throughput and workers")
-    if not (ok["arch"] != "single").any():
+    if not arch_rows.distributed(ok).any():
         return section.skip(TITLE, "the study ran only the single-process baseline")
     table = scaling_table(study)
     facets = facet_columns(ok)
@@ -449,7 +449,7 @@ def build(study: Study, fig_dir: Path) -> Section:
         section.skip(
             "Scaling efficiency", "the study has no successful single-process baseline run"
         )
-    elif not (table.loc[table["arch"] != "single", "efficiency"].notna()).any():
+    elif not (table.loc[arch_rows.distributed(table), "efficiency"].notna()).any():
         section.skip(
             "Scaling efficiency",
             "no distributed configuration has a matching single-process baseline",

@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from archbench.analysis import plotting
+from archbench.analysis import arch_rows, plotting
 from archbench.analysis.fmt import as_percent, in_ms, num, pct
 from archbench.analysis.load import Study, format_level, level_sort_key
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.analysis.stats import best_per_group, per_config
 from archbench.analysis.tradeoff import reduction_of
+from archbench.archs import is_baseline
 
 KEY, TITLE = "timesplit", "Where the time goes"
 NONE = "none"  # the reduction of a run with none (analysis.tradeoff.describe)
@@ -52,7 +53,7 @@ COLUMNS = [
 
 def split_columns(ok: pd.DataFrame) -> list[str]:
     columns = ["workload", "arch", "workers"]
-    distributed = ok[ok["arch"] != "single"]
+    distributed = ok[arch_rows.distributed(ok)]
     if distributed["link"].map(str).nunique() > 1:
         columns.append("link")
     if ok["reduction"].nunique() > 1:  # compare like with like: a bar per reduction
@@ -95,7 +96,7 @@ def timesplit_table(study: Study) -> pd.DataFrame:
             1 - row["exposed_comm_s"] / row["comm_s"]
             if row["exposed_from"] == "exposed_comm_s"
             and row["comm_s"] > 0
-            and row["arch"] != "single"
+            and not is_baseline(row["arch"])
             else np.nan
         )
         rows.append(row)
@@ -115,7 +116,7 @@ def _sort_key(column: str, level: object) -> object:
 
 def bar_label(row: pd.Series, with_link: bool) -> str:
     label = f"{row['arch']}\n{format_level(row['workers'])} w"
-    if with_link and row["arch"] != "single":  # one process: no link to cross
+    if with_link and not is_baseline(row["arch"]):  # one process: no link to cross
         label += f" · {format_level(row['link'])}"
     if "reduction" in row.index and row["reduction"] != NONE:
         label += "\n" + str(row["reduction"]).replace(", ", "\n")
@@ -221,7 +222,7 @@ def plot_timesplit(table: pd.DataFrame, fig_dir: Path) -> FigureFile:
 
 
 def timesplit_headline(table: pd.DataFrame) -> str | None:
-    data = table[(table["arch"] != "single") & table["comm_share"].notna()]
+    data = table[arch_rows.distributed(table) & table["comm_share"].notna()]
     if data.empty:
         return None
     most = data.loc[data["comm_share"].idxmax()]
@@ -246,7 +247,7 @@ def timesplit_findings(table: pd.DataFrame) -> list[str]:
     headline = timesplit_headline(table)
     if headline is None:
         return []
-    data = table[(table["arch"] != "single") & table["comm_share"].notna()]
+    data = table[arch_rows.distributed(table) & table["comm_share"].notna()]
     most = data.loc[data["comm_share"].idxmax()]
     text = (
         f"{headline} ({most['workload']}): {num(1000 * most['exposed_comm_s'])} ms exposed "

@@ -3,10 +3,13 @@ architecture instead of comparing its name with a literal.
 
 A descriptor says how many processes a job of W workers and K servers runs, which rank does what
 (servers first, then workers; the first worker is the chief that writes the record), which
-controller it uses by default, which settings mean something for it (the registry's rows that name
-it), which trainer runs it and which cost function prices its step in the performance model.
-Trainers and cost functions are named by import path and loaded only when used, so this module
-stays free of TensorFlow, MPI and the model.
+controller it uses by default, which trainer runs it, which cost function prices its step in
+the performance model, what its exchange does that callers ask about (Horovod, shard owners,
+gathered rows), and its colour and marker in figures (tables and figures list the architectures
+in `ARCHS`' order). Trainers and cost functions are named by import path and loaded only when
+used, so this module stays free of TensorFlow, MPI and the model. Which settings mean something
+for an architecture is the registry's to say (`archbench.settings.applies`): its rows name the
+architectures they apply to, so the registry imports this module and not the other way round.
 """
 
 from __future__ import annotations
@@ -34,6 +37,21 @@ class Architecture:
     default_controller: str | None  # what carries the messages when the run does not say
     trainer_path: str  # "module:class" of its trainer
     cost_path: str  # "module:function" pricing one step in the performance model
+    color: str  # its colour in every figure
+    marker: str  # its marker in every figure
+    # Horovod carries the exchange: the settings Horovod reads at init, Horovod's own timeline
+    uses_horovod: bool = False
+    # each worker owns a shard of the parameters: it updates that shard and sends it back to its
+    # peers (the other workers' updates are not its own)
+    owns_shards: bool = False
+    # a row-sparse gradient travels as an allgather of every row a batch looked up, duplicates
+    # included; elsewhere the unique rows travel, summed
+    gathers_rows: bool = False
+
+    @property
+    def is_baseline(self) -> bool:
+        """The one-process architecture: the baseline of speed-up and scaling efficiency."""
+        return not self.multi_process
 
     def servers(self, num_ps: int | None) -> int:
         """Server processes of a job asked for `num_ps` servers (0 where there are none)."""
@@ -64,12 +82,6 @@ class Architecture:
             for rank in range(world_size)
         ]
 
-    def accepts(self, setting: str) -> bool:
-        """Whether the registry's setting `setting` means anything for this architecture."""
-        from archbench.settings import SETTINGS
-
-        return self.name in SETTINGS[setting].applies_to
-
     def trainer_class(self) -> type:
         return _load(self.trainer_path)
 
@@ -95,6 +107,8 @@ ARCHS: dict[str, Architecture] = {
             default_controller=None,
             trainer_path="archbench.trainers.single:SingleTrainer",
             cost_path=f"{_COSTS}:single_cost",
+            color="#6b6b6b",
+            marker="s",
         ),
         Architecture(
             "ring",
@@ -104,6 +118,10 @@ ARCHS: dict[str, Architecture] = {
             default_controller=None,  # Horovod's own choice (MPI under mpirun)
             trainer_path="archbench.trainers.ring:RingTrainer",
             cost_path=f"{_COSTS}:ring_cost",
+            color="#1f77b4",
+            marker="o",
+            uses_horovod=True,
+            gathers_rows=True,
         ),
         Architecture(
             "p2p",
@@ -113,6 +131,9 @@ ARCHS: dict[str, Architecture] = {
             default_controller="mpi",
             trainer_path="archbench.trainers.p2p:P2PTrainer",
             cost_path=f"{_COSTS}:p2p_cost",
+            color="#2ca02c",
+            marker="^",
+            owns_shards=True,
         ),
         Architecture(
             "ps",
@@ -122,12 +143,17 @@ ARCHS: dict[str, Architecture] = {
             default_controller="grpc",
             trainer_path="archbench.trainers.ps:PSTrainer",
             cost_path=f"{_COSTS}:ps_cost",
+            color="#d95f02",
+            marker="D",
         ),
     )
 }
+# in this order in every table and figure
 ARCHITECTURES: tuple[str, ...] = tuple(ARCHS)
 MULTI_PROCESS: frozenset[str] = frozenset(n for n, a in ARCHS.items() if a.multi_process)
 WITH_SERVERS: frozenset[str] = frozenset(n for n, a in ARCHS.items() if a.has_servers)
+BASELINES: frozenset[str] = frozenset(n for n, a in ARCHS.items() if a.is_baseline)
+WITH_HOROVOD: frozenset[str] = frozenset(n for n, a in ARCHS.items() if a.uses_horovod)
 
 
 def arch(name: str) -> Architecture:
@@ -138,3 +164,41 @@ def arch(name: str) -> Architecture:
         raise KeyError(
             f"unknown architecture {name!r} (choose from {', '.join(ARCHITECTURES)})"
         ) from None
+
+
+# Questions about an architecture by name, for names read from records, flags, study specs and
+# tables: anything that is not a known name (None, NaN, a mistyped level) is none of these.
+
+
+def _named(name: object) -> Architecture | None:
+    return ARCHS.get(name) if isinstance(name, str) else None
+
+
+def is_baseline(name: object) -> bool:
+    """Whether `name` is the one-process baseline."""
+    descriptor = _named(name)
+    return descriptor is not None and descriptor.is_baseline
+
+
+def has_servers(name: object) -> bool:
+    """Whether `name` runs parameter servers beside its workers."""
+    descriptor = _named(name)
+    return descriptor is not None and descriptor.has_servers
+
+
+def uses_horovod(name: object) -> bool:
+    """Whether Horovod carries `name`'s exchange."""
+    descriptor = _named(name)
+    return descriptor is not None and descriptor.uses_horovod
+
+
+def owns_shards(name: object) -> bool:
+    """Whether each worker of `name` owns a shard of the parameters."""
+    descriptor = _named(name)
+    return descriptor is not None and descriptor.owns_shards
+
+
+def gathers_rows(name: object) -> bool:
+    """Whether `name` gathers every looked-up embedding row, duplicates included."""
+    descriptor = _named(name)
+    return descriptor is not None and descriptor.gathers_rows

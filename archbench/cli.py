@@ -11,7 +11,8 @@ import argparse
 import importlib
 import sys
 
-from archbench.errors import OneLineArgumentParser, StopError, UsageError
+from archbench.errors import StopError, UsageError
+from archbench.one_line_parser import OneLineArgumentParser
 from archbench.safe_text import shown
 
 # subcommand -> module that registers it

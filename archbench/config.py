@@ -111,6 +111,7 @@ def check_timeline(config: TrainConfig) -> None:
     if problem:
         raise UsageError(f"--timeline {config.timeline}: {problem}")
     if config.steps is not None:
+        # deferred: the timeline package loads its tracer, which only --timeline runs need
         from archbench.timeline.plan import too_short
 
         problem = too_short(

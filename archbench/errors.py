@@ -1,6 +1,7 @@
-"""Errors that end a command with one clear line."""
+"""Errors that end a command with one clear line.
 
-import argparse
+This module imports nothing of archbench, so that every module can import its errors.
+"""
 
 
 class UsageError(Exception):
@@ -11,17 +12,6 @@ class UsageError(Exception):
 
 class RunFailed(Exception):
     """A run that started but could not finish (a peer died, a timeout, a server vanished)."""
-
-
-class OneLineArgumentParser(argparse.ArgumentParser):
-    """argparse that reports bad input as one line (no usage dump) with exit status 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        from archbench.launch import detect_place
-
-        # Under mpirun every rank parses the same arguments: rank 0 alone says what is wrong.
-        quiet = detect_place().rank != 0
-        self.exit(2, None if quiet else f"{self.prog}: error: {message} (see --help)\n")
 
 
 class Diverged(RunFailed):

@@ -11,6 +11,10 @@ import os
 import socket
 from dataclasses import dataclass
 
+from archbench.archs import CHIEF_ROLE, SERVER_ROLE, WORKER_ROLE
+from archbench.cluster.cgroups import process_budget
+from archbench.cluster.dilation import cap_period_s, factor, node_vcpus, process_vcpus
+
 # (rank, size, local rank, local size) variables, by launcher family
 _ENV_LAYOUTS = (
     ("horovodrun", "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
@@ -81,7 +85,7 @@ def _tf_config_place(hostname: str) -> ProcessPlace | None:
         cluster, task = value["cluster"], value["task"]
         order = [
             (job, index, str(address))
-            for job in ("ps", "chief", "worker")
+            for job in (SERVER_ROLE, CHIEF_ROLE, WORKER_ROLE)
             for index, address in enumerate(cluster.get(job, []))
         ]
         rank = [(job, index) for job, index, _ in order].index((task["type"], int(task["index"])))
@@ -107,9 +111,6 @@ def host_cpus() -> float:
     """The CPUs this process may use: its affinity, or less where a cgroup CPU budget (a
     container's, a job's) caps it; on a time-dilated node, the virtual cores its ranks may use
     together (V, or P per rank where that is less)."""
-    from archbench.cluster.cgroups import process_budget
-    from archbench.cluster.dilation import node_vcpus
-
     cores = float(usable_cores())
     vcpus = node_vcpus()
     if vcpus is not None:
@@ -132,15 +133,11 @@ def compute_window_s(requested_ms: float | None) -> float:
     network starts with a fresh quota while a busy one does not. Passes repeated over ten
     periods measure what the budget delivers, within a tenth of a period. Without a quota (a
     host of its own) one pass is exact."""
-    from archbench.cluster.dilation import cap_period_s, factor
-
     if requested_ms is not None:
         return requested_ms / 1000 * factor()  # a virtual duration, like every one a user gives
     period_s = cap_period_s()  # a dilated node: the threads' caps
     if period_s is not None:
         return COMPUTE_WINDOW_PERIODS * period_s
-    from archbench.cluster.cgroups import process_budget
-
     budget = process_budget()
     return COMPUTE_WINDOW_PERIODS * budget.period_us / 1e6 if budget is not None else 0.0
 
@@ -152,8 +149,6 @@ STEP_BLOCK_PERIODS = 4
 
 def step_block_s() -> float:
     """Real seconds a block of steps spans on a time-dilated node (0 elsewhere: single steps)."""
-    from archbench.cluster.dilation import cap_period_s
-
     period_s = cap_period_s()
     return STEP_BLOCK_PERIODS * period_s if period_s is not None else 0.0
 
@@ -162,8 +157,6 @@ def threads_per_process(requested: int, local_size: int) -> int:
     """TensorFlow threads per process: `requested`, else this host's CPUs split between the ranks
     on it, so ranks do not fight for cores (on a dilated node, at most the process's own virtual
     cores)."""
-    from archbench.cluster.dilation import process_vcpus
-
     if requested > 0:
         return requested
     threads = max(1, round(host_cpus() / max(1, local_size)))

@@ -37,6 +37,7 @@ from archbench.errors import Diverged
 from archbench.launch import compute_window_s, step_block_s
 from archbench.localsgd import SyncSchedule
 from archbench.models import global_norm, parameter_digest
+from archbench.probes import is_probe
 from archbench.trainers.base import Trainer
 
 EVAL_BATCH = 1000
@@ -90,7 +91,7 @@ def schedule(config: TrainConfig, plan: BatchPlan) -> tuple[int, int]:
 
 def evaluate(model, batches) -> tuple[float, float]:
     """(mean cross-entropy, accuracy) of the model's current parameters on the (x, y) batches."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: the schedule and batch plan here are read without it
 
     total_loss, correct, count = 0.0, 0, 0
     for x, y in batches:
@@ -111,16 +112,6 @@ def _finite_or_diverged(loss: float, step: int) -> None:
     """Raises Diverged when the loss of step `step` is NaN or infinite."""
     if not math.isfinite(loss):
         raise Diverged(step, f"the training loss became {loss}")
-
-
-def is_probe(step: int, config: TrainConfig) -> bool:
-    """Probe steps: the periodic ones after warm-up, plus the last warm-up step, whose only job
-    is to trace the two phase functions so that no counted probe pays for tracing."""
-    if config.probe_every <= 0:
-        return False
-    if step < config.warmup_steps:
-        return step == config.warmup_steps - 1
-    return (step - config.warmup_steps) % config.probe_every == config.probe_every - 1
 
 
 def steady_compute(
@@ -158,7 +149,7 @@ def run_training(
     tracer=None,
 ) -> LoopResult:
     """Trains this worker; the chief also evaluates. Every worker runs the same step sequence.
-    `tracer` (--timeline: archbench.timeline.Tracer) runs the steps it traces.
+    `tracer` (--timeline: archbench.timeline.tracer.Tracer) runs the steps it traces.
 
     On a time-dilated node the thread caps are armed before the first timed step (start-up and
     warm-up run outside them) and disarmed when training ends; `on_timed` is called once the
@@ -244,7 +235,7 @@ def _train(
                 result.timed_kinds[kind] = result.timed_kinds.get(kind, 0) + 1
             if tracer is not None and tracer.traces(step):
                 loss, elapsed = tracer.run_step(step, kind, partial(trainer.train_step, x, y))
-            elif is_probe(step, config):
+            elif is_probe(step, config.warmup_steps, config.probe_every):
                 start = time.perf_counter()
                 loss, compute_s, exchange_s = trainer.probe_step(x, y)
                 elapsed = time.perf_counter() - start

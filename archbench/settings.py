@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from archbench.archs import ARCHITECTURES, MULTI_PROCESS, WITH_SERVERS
+from archbench.archs import ARCHITECTURES, MULTI_PROCESS, WITH_SERVERS, has_servers
 from archbench.compression import CARRIED_BY, METHODS, carry_problem
 from archbench.errors import UsageError
 from archbench.tensor_partition import APPLIES_TO as _PARTITIONED
@@ -501,7 +501,7 @@ def combination_problem(values: dict[str, Any]) -> str | None:
     if problem:
         return problem
     every = values.get("sync_every")
-    if values.get("arch") == "ps" and values.get("sync") is False and every and every > 1:
+    if has_servers(values.get("arch")) and values.get("sync") is False and every and every > 1:
         return (
             f"--sync-every {every} needs synchronous parameter servers: --async applies each "
             "worker's update as it arrives, with no rounds to average; use --sync or --sync-every 1"
@@ -584,6 +584,6 @@ def _sparse_problem(values: dict[str, Any]) -> str | None:
         every = values.get("sync_every")
         if every and every > 1:
             return f"--sparse-exchange sparse with --sync-every {every} is not supported: use one of them"
-        if arch == "ps" and values.get("sync") is False:
+        if has_servers(arch) and values.get("sync") is False:
             return "--sparse-exchange sparse needs synchronous parameter servers (--sync)"
     return None

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from archbench.archs import uses_horovod
+
 MB = 1024 * 1024
 PRIORITIES = ("off", "on")
 APPLIES_TO = frozenset({"p2p", "ps"})
@@ -82,7 +84,7 @@ def problem(arch: str | None, values: dict[str, Any]) -> str | None:
         hint = " (Horovod fuses and orders its own allreduces: --fusion-threshold-mb)"
         return (
             f"{' and '.join(asked)} applies to --arch p2p and ps only, not {arch}"
-            f"{hint if arch == 'ring' else ''}"
+            f"{hint if uses_horovod(arch) else ''}"
         )
     if values.get("compression") in ("topk", "powersgd", "fp16"):
         return (

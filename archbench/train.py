@@ -14,12 +14,12 @@ import threading
 import time
 import traceback
 
-from archbench import timeline, warmgroup
+from archbench import warmgroup
 from archbench.archs import arch as architecture
 from archbench.cluster.dilation import factor as dilation_factor
 from archbench.cluster.dilation import virtual
 from archbench.config import TrainConfig, add_train_arguments, config_from_args
-from archbench.errors import Diverged, OneLineArgumentParser, UsageError
+from archbench.errors import Diverged, UsageError
 from archbench.hosts import hostfile_of
 from archbench.launch import (
     ProcessPlace,
@@ -27,6 +27,7 @@ from archbench.launch import (
     launcher_command,
     threads_per_process,
 )
+from archbench.one_line_parser import OneLineArgumentParser
 from archbench.phases import PhaseClock
 from archbench.record import (
     append_record,
@@ -39,6 +40,8 @@ from archbench.record import (
     now_iso,
     run_environment,
 )
+from archbench.settings import applies
+from archbench.timeline.tracer import for_run as tracer_for_run
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # Exit status of a run that trained but whose record could not be written (a full disk).
@@ -212,6 +215,7 @@ def register(subparsers) -> None:
 
 def _configure_tensorflow(config: TrainConfig, place: ProcessPlace):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # deferred: bad flags fail before TensorFlow loads, and it reads the log level on import
     import tensorflow as tf
 
     threads = threads_per_process(config.threads, place.local_size)
@@ -277,7 +281,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     phases.end("data")
     trainer = make_trainer(config, place, data)
     state.trainer = trainer
-    tracer = timeline.for_run(config, place, data, trainer.num_workers)  # None: no --timeline
+    tracer = tracer_for_run(config, place, data, trainer.num_workers)  # None: no --timeline
     log = (
         (lambda line: print(f"[archbench {config.arch}] {line}", flush=True))
         if trainer.is_chief
@@ -365,11 +369,11 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         "epochs": loop_result.evaluations,
     }
     comm = {**trainer.comm_stats(loop_result.steps), **extra}
-    if architecture(config.arch).accepts("sync_every"):
+    if applies("sync_every", config.arch):
         from archbench.localsgd import comm_record
 
         comm.update(comm_record(trainer.schedule, trainer.steps_by_kind, comm.get("bytes_total")))
-    if architecture(config.arch).accepts("data_partition"):
+    if applies("data_partition", config.arch):
         comm["partition"] = _partition_record(config, data, num_workers, comm)
     record_config = config.as_record(place.size, num_workers)
     record_config["controller"] = extra.get(
@@ -432,6 +436,29 @@ def _partition_record(config: TrainConfig, data, num_workers: int, comm: dict) -
     return {**cut.record(data, config.batch_size), **comm.pop("param_partition", {})}
 
 
+def run_group(path: str) -> int:
+    """Runs every run of a warm group (archbench.warmgroup) in turn; the exit status of the first
+    that failed, else 0."""
+    try:
+        group = warmgroup.read_runs_file(path)
+    except UsageError as exc:
+        say_usage_error_once(exc)
+        return UsageError.exit_code
+    warmgroup.enter(group)
+    watcher = StopSignalWatcher()
+    parser = build_parser()
+    for position, entry in enumerate(group.runs, start=1):
+        group.position = position
+        args = parser.parse_args(entry.argv)  # a bad list exits 2, as a cold run does
+        status = run(args, watcher)
+        if status != 0:
+            return status
+        if position < len(group.runs):
+            warmgroup.between_runs(group)
+    warmgroup.finish_group()
+    return 0
+
+
 def launch_section(first_step_at: float | None) -> dict:
     """The record's `launch`: whether the run shared a launch (a warm group), its position there,
     and the start-up of its launch (from the launcher's start to the launch's first step)."""
@@ -488,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return UsageError.exit_code
-        return warmgroup.run_group(words[1])
+        return run_group(words[1])
     args = build_parser().parse_args(words)
     return run(args)
 

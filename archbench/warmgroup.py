@@ -107,34 +107,15 @@ def read_runs_file(path: str) -> WarmGroup:
     return group
 
 
-def run_group(path: str) -> int:
-    """Runs every run of the group in turn; the exit status of the first that failed, else 0."""
+def enter(group: WarmGroup) -> None:
+    """Marks `group` as the one this process runs (`current`), before its first run starts."""
     global _CURRENT
-    from archbench import train
-
-    try:
-        group = read_runs_file(path)
-    except UsageError as exc:
-        train.say_usage_error_once(exc)
-        return UsageError.exit_code
     _CURRENT = group
-    watcher = train.StopSignalWatcher()
-    parser = train.build_parser()
-    for position, entry in enumerate(group.runs, start=1):
-        group.position = position
-        args = parser.parse_args(entry.argv)  # a bad list exits 2, as a cold run does
-        status = train.run(args, watcher)
-        if status != 0:
-            return status
-        if position < len(group.runs):
-            between_runs(group)
-    finish_group()
-    return 0
 
 
 def between_runs(group: WarmGroup) -> None:
     """Forgets what the last run built, so the next starts from what a fresh process has."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: the sweep driver imports this module without TensorFlow
 
     from archbench.cluster import threadcaps
 
@@ -152,7 +133,7 @@ def finish_group() -> None:
 
     if "mpi4py.MPI" not in sys.modules:
         return
-    from mpi4py import MPI
+    from mpi4py import MPI  # already loaded by the runs (checked above): no new initialisation
 
     if MPI.Is_initialized() and not MPI.Is_finalized():
         MPI.Finalize()

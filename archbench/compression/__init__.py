@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from archbench.archs import has_servers
+
 METHODS = ("none", "fp16", "topk", "powersgd")
 # What each architecture can carry (settings that do not apply to an architecture, e.g. any
 # compression on `single`, are not judged).
@@ -49,7 +51,7 @@ def carry_problem(arch: str, method: str | None, sync: bool = True) -> str | Non
     """Why `arch` cannot carry compression `method` (one line), or None when it can."""
     carried = CARRIED_BY.get(arch)
     if carried is None or method is None or method in carried:
-        if arch == "ps" and method == "topk" and not sync:
+        if has_servers(arch) and method == "topk" and not sync:
             return (
                 "--compression topk on --arch ps needs --sync: the asynchronous servers add "
                 "each worker's momentum update as it comes, densely"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from archbench.archs import has_servers
 from archbench.errors import UsageError
 from archbench.sweep.commands import layout_for
 from archbench.sweep.hosts import ClusterTarget
@@ -71,7 +72,7 @@ def fit(spec: StudySpec, target: ClusterTarget) -> Design:
             )
     for count in workers:
         for arch in ARCHS:
-            placements = design.placements if arch == "ps" and design.placements else [None]
+            placements = design.placements if has_servers(arch) and design.placements else [None]
             for placement in placements:
                 point: dict[str, Any] = {"arch": arch, "workers": count}
                 if placement is not None:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from archbench.archs import CHIEF_ROLE, SERVER_ROLE, WORKER_ROLE
 from archbench.errors import RunFailed, UsageError
 
 # Ports are picked below the kernel's ephemeral range, so outgoing connections (which take
@@ -54,7 +55,7 @@ class Task:
         return f"/job:{self.job}/task:{self.index}"
 
     def describe(self) -> str:
-        name = "parameter server" if self.job == "ps" else "worker"
+        name = "parameter server" if self.job == SERVER_ROLE else "worker"
         if self.job == "worker" and self.index == 0:
             name = "chief worker"
         return f"{name} {self.job}/{self.index} (rank {self.rank} at {self.address})"
@@ -246,7 +247,7 @@ def read_tf_config(text: str | None = None) -> dict:
         value = json.loads(text or "")
         cluster, task = value["cluster"], value["task"]
         kind, index = str(task["type"]), int(task["index"])
-        jobs = {job: list(cluster.get(job, [])) for job in ("ps", "chief", "worker")}
+        jobs = {job: list(cluster.get(job, [])) for job in (SERVER_ROLE, CHIEF_ROLE, WORKER_ROLE)}
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"TF_CONFIG is not valid ({exc}): expected {{cluster, task}}") from None
     if not jobs["ps"]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from archbench.archs import uses_horovod
 from archbench.sweep.plan import PlannedRun
 
 # Settings read once per process (or per Horovod or MPI initialisation) by the ranks.
@@ -33,7 +34,7 @@ def layout_key(run: PlannedRun) -> str | None:
         "layout": [list(block) for block in run.layout],
     }
     fixed.update({name: config.get(name) for name in _FIXED_AT_START})
-    if run.arch == "ring":
+    if uses_horovod(run.arch):
         fixed.update({name: config.get(name) for name in _FIXED_AT_HOROVOD_INIT})
     return json.dumps(fixed, sort_keys=True, default=str)
 

@@ -4,9 +4,9 @@ A run traces a few ordinary steps after its warm-up (`archbench.timeline.plan`) 
 Chrome Trace Event Format file (`traceformat`): a process per rank, parameter servers included,
 on one clock (`clock`) in virtual time (`build`). What records the spans differs by
 architecture (`capture`); what the record keeps of them (`timeline.*`) is read from the trace
-itself (`breakdown`), as `archbench timeline FILE` reads it (`cli`).
+itself (`breakdown`), as `archbench timeline FILE` reads it (`cli`). A run's tracer (`tracer`)
+makes the three calls `archbench.train` makes.
+
+The package itself imports nothing: `archbench.timeline.plan` is read when a run's flags are
+checked, and importing it must not load the tracer (and through it the training loop).
 """
-
-from archbench.timeline.tracer import Tracer, for_run
-
-__all__ = ["Tracer", "for_run"]

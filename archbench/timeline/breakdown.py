@@ -27,6 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from archbench.archs import SERVER_ROLE
 from archbench.timeline import intervals as iv
 from archbench.timeline.spans import BACKWARD, COMM, COMPUTING, FORWARD, HOST, STEP, UPDATE, WAIT
 from archbench.timeline.traceformat import events_of
@@ -192,7 +193,7 @@ def summary(trace: dict) -> dict[str, Any]:
     overlap over all their communication, each rank's overlap, the least coverage, and the
     critical path of the median step."""
     rows = breakdowns(trace)
-    workers = [row for row in rows if row.role != "ps"]
+    workers = [row for row in rows if row.role != SERVER_ROLE]
     if not workers:
         return {"traced_steps": 0}
     comm = sum(row.comm for row in workers)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from archbench.archs import SERVER_ROLE, has_servers, owns_shards, uses_horovod
 from archbench.cluster.dilation import virtual
 from archbench.timeline import derive, horovod
 from archbench.timeline.clock import Offset
@@ -83,21 +84,21 @@ def server_frames(spans: list[Span], servers: list[int]) -> list[Span]:
 def arrange(gathered: list[Span], offsets: list[Offset], arch: str, roles: list[str]) -> list[Span]:
     """Every span on rank 0's clock, with the derived ones, inside the traced steps."""
     spans = [_on_reference_clock(span, offsets) for span in gathered]
-    workers = [rank for rank, role in enumerate(roles) if role != "ps"]
-    servers = [rank for rank, role in enumerate(roles) if role == "ps"]
-    if arch == "ring":  # rank 0's collectives, each in its step, on every rank in that step
+    workers = [rank for rank, role in enumerate(roles) if role != SERVER_ROLE]
+    servers = [rank for rank, role in enumerate(roles) if role == SERVER_ROLE]
+    if uses_horovod(arch):  # rank 0's collectives, each in its step, on every rank in that step
         rank0 = [s for s in spans if s.thread.startswith("horovod") and s.rank == 0]
         frames0 = [s for s in spans if s.cat == STEP and s.rank == 0]
         spans += horovod.on_every_rank(_inside_steps(frames0 + rank0), workers)
-    if arch == "p2p":
+    if owns_shards(arch):  # the shard owners' exchange records its receives
         spans = derive.receive_waits(spans)
-    if arch == "ps":
+    if has_servers(arch):
         spans += derive.server_waits(spans, workers)
         spans += server_frames(spans, servers)
     spans = _inside_steps(spans)
-    if arch == "ring":
+    if uses_horovod(arch):
         spans += derive.horovod_queue(spans)
-    if arch == "ps":
+    if has_servers(arch):
         spans += derive.server_idle(spans, servers)
     return spans + derive.host_edges(spans)
 

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 
+from archbench.archs import uses_horovod
 from archbench.timeline import horovod, stepstats
 from archbench.timeline.recorder import Recorder
 from archbench.timeline.spans import Span
@@ -43,7 +44,9 @@ class Captures:
         self.profiler = (
             ProfilerCapture(trainer.rank, self.layers, self.optimizer) if arch in PROFILED else None
         )
-        self.horovod_dir = tempfile.mkdtemp(prefix="archbench-horovod-") if arch == "ring" else None
+        self.horovod_dir = (
+            tempfile.mkdtemp(prefix="archbench-horovod-") if uses_horovod(arch) else None
+        )
 
     @property
     def horovod_file(self) -> str:

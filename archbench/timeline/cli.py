@@ -13,6 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
+from archbench.archs import SERVER_ROLE
 from archbench.errors import UsageError
 
 COLUMNS = (  # (header, StepBreakdown attribute)
@@ -110,7 +111,7 @@ def _gantt(trace: dict, step: int, out_dir: Path, stem: str, meta: dict):
     from archbench.analysis.gantt import plot_step
     from archbench.timeline.breakdown import breakdowns
 
-    rows = [r for r in breakdowns(trace) if r.step == step and r.role != "ps"]
+    rows = [r for r in breakdowns(trace) if r.step == step and r.role != SERVER_ROLE]
     comm = sum(r.comm for r in rows)
     hidden = sum(r.comm_hidden for r in rows) / comm if comm else None
     title = f"{meta.get('arch', '?')} {meta.get('model', '')}, step {step}: " + (

@@ -7,34 +7,28 @@ are left out of the step statistics, so the run also needs at least one ordinary
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from archbench.probes import is_probe
 
 
 def traced_steps(total_steps: int, warmup_steps: int, probe_every: int, count: int) -> list[int]:
     """The steps (counted from 0) a run of `total_steps` traces; fewer than `count` when the run
     is too short."""
-    from archbench.loop import is_probe
-
-    timing = SimpleNamespace(warmup_steps=warmup_steps, probe_every=probe_every)
     chosen: list[int] = []
     for step in range(warmup_steps, total_steps):
         if len(chosen) == count:
             break
-        if not is_probe(step, timing):
+        if not is_probe(step, warmup_steps, probe_every):
             chosen.append(step)
     return chosen
 
 
 def timed_steps_left(total_steps: int, warmup_steps: int, probe_every: int, count: int) -> int:
     """Ordinary timed steps left once the warm-up, the probes and the traced steps are out."""
-    from archbench.loop import is_probe
-
-    timing = SimpleNamespace(warmup_steps=warmup_steps, probe_every=probe_every)
     traced = set(traced_steps(total_steps, warmup_steps, probe_every, count))
     return sum(
         1
         for step in range(warmup_steps, total_steps)
-        if step not in traced and not is_probe(step, timing)
+        if step not in traced and not is_probe(step, warmup_steps, probe_every)
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from archbench.archs import SERVER_ROLE
 from archbench.timeline.ops import TRIVIAL_TYPES, classify, classify_server
 from archbench.timeline.spans import COMM, Span
 
@@ -31,7 +32,7 @@ def device_rank(device: str, num_ps: int) -> tuple[str, int] | None:
     if match is None:
         return None
     job, task = match.group(1), int(match.group(2))
-    return job, task if job == "ps" else num_ps + task
+    return job, task if job == SERVER_ROLE else num_ps + task
 
 
 def spans(
@@ -52,7 +53,7 @@ def spans(
                 result += _transfer(node, start, end, args, num_ps, device_owner)
                 continue
             op_type = node.timeline_label.split(" = ", 1)[-1].split("(", 1)[0]
-            if job == "ps":
+            if job == SERVER_ROLE:
                 kind = classify_server(node.node_name, op_type)
                 if kind is None:
                     continue

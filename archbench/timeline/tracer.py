@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from archbench.archs import uses_horovod
 from archbench.cluster.dilation import factor, virtual
 from archbench.timeline import breakdown, build, clock, horovod
 from archbench.timeline.capture import Captures
@@ -50,7 +51,7 @@ def for_run(config: TrainConfig, place: ProcessPlace, data, workers: int) -> Tra
     problem = too_short(total, config.warmup_steps, config.probe_every, config.timeline_steps)
     if problem:
         raise UsageError(problem)
-    if config.arch == "ring":
+    if uses_horovod(config.arch):
         os.environ.update(horovod.environment())
     steps = traced_steps(total, config.warmup_steps, config.probe_every, config.timeline_steps)
     return Tracer(config, place, steps)
@@ -134,7 +135,7 @@ class Tracer:
                 "traced_step_s_median": virtual(traced, dilation),
                 "timed_step_s_median": virtual(timed_step_s, dilation),
                 "ratio": traced and timed_step_s and traced / timed_step_s,
-                **({"whole_run": horovod.WHOLE_RUN_COST} if self.config.arch == "ring" else {}),
+                **({"whole_run": horovod.WHOLE_RUN_COST} if uses_horovod(self.config.arch) else {}),
             },
         }
 

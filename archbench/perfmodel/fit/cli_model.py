@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from archbench.archs import uses_horovod
 from archbench.errors import UsageError
 from archbench.output_folder import folder_problem
 from archbench.perfmodel.fit import figures
@@ -235,7 +236,7 @@ def study_calibration(
     algorithms = Counter(
         str(o.record.get("config", {}).get("allreduce_algorithm") or "ring")
         for o in observations
-        if o.config.arch == "ring"
+        if uses_horovod(o.config.arch)
     )
     algorithm = algorithms.most_common(1)[0][0] if algorithms else "ring"
     paths = [Path(path)] if path else [study / STUDY_CALIBRATION, DEFAULT_CALIBRATION]

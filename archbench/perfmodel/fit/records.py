@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archbench.archs import ARCHS, COMPANION_ROLE
+from archbench.archs import ARCHS, COMPANION_ROLE, gathers_rows
 from archbench.archs import arch as architecture
 from archbench.errors import UsageError
 from archbench.perfmodel.measure.calibration import is_finite_positive
@@ -198,7 +198,7 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         touched_rows=touched_rows,
         embedding_shape=table,
         # ring's record counts the rows it gathered, duplicates included
-        rows_looked_up=touched_rows if view.arch == "ring" else None,
+        rows_looked_up=touched_rows if gathers_rows(view.arch) else None,
         row_bytes_per_worker_per_server=_row_bytes_per_server(view),
     )
     compute = view.get("timing.compute_s_median")

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from archbench.archs import uses_horovod
 from archbench.errors import RunFailed, UsageError
 from archbench.hosts import (
     HostSlots,
@@ -355,7 +356,7 @@ def run_for_study(args: argparse.Namespace) -> int:
     runs = build_plan(spec, target).runs
     if args.out == DEFAULT_OUT:
         args.out = str(spec.results_dir / "calibration.jsonl")
-    ring_runs = [r.config for r in runs if r.arch == "ring"]
+    ring_runs = [r.config for r in runs if uses_horovod(r.arch)]
     args.allreduce_algorithms = ",".join(
         sorted({str(c.get("allreduce_algorithm") or "ring") for c in ring_runs}) or ["ring"]
     )

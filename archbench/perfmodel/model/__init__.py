@@ -1,2 +1,2 @@
-"""The model itself: closed-form terms, the priced shard plan, one cost function per architecture
-and the predicted step (`archbench predict`)."""
+"""The model itself: closed-form terms, the priced shard plan, what a cost function is given
+(`inputs`), one cost function per architecture and the predicted step (`archbench predict`)."""

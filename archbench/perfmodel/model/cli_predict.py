@@ -8,6 +8,7 @@ import json
 import math
 import sys
 
+from archbench.archs import gathers_rows
 from archbench.bandwidth import format_bits as format_bandwidth
 from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
@@ -197,7 +198,7 @@ def build_config(args: argparse.Namespace) -> StepConfig:
     if problem:
         raise UsageError(problem)
     sparse = args.sparse_exchange == "sparse"
-    if sparse and args.touched_rows is None and args.arch != "ring":
+    if sparse and args.touched_rows is None and not gathers_rows(args.arch):
         raise UsageError(
             f"--sparse-exchange sparse on {args.arch} needs --touched-rows: the unique embedding "
             "rows one worker's batch touches per step (comm.sparse_exchange.rows_per_step of a "

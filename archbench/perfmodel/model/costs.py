@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from archbench.archs import gathers_rows, has_servers, owns_shards
 from archbench.perfmodel.measure.calibration import Calibration
 from archbench.perfmodel.model import formulas as F
-from archbench.perfmodel.model.predictor import ArchParams, StepConfig, network_for, ps_shards
+from archbench.perfmodel.model.inputs import (
+    ArchParams,
+    StepConfig,
+    local_steps,
+    network_for,
+    ps_shards,
+)
 
 
 @dataclass
@@ -43,11 +50,9 @@ def update_share(config: StepConfig) -> float:
     configuration runs itself: all of it for single and ring (and in local steps), its own
     shard for p2p (an owner updates 1/W, then receives the rest), none for ps (the servers
     update: SERVER_UPDATE)."""
-    from archbench.perfmodel.model.predictor import local_steps
-
-    if config.arch == "p2p" and not local_steps(config):
+    if owns_shards(config.arch) and not local_steps(config):
         return 1.0 / max(config.num_workers, 1)
-    if config.arch == "ps" and not local_steps(config):
+    if has_servers(config.arch) and not local_steps(config):
         return 0.0
     return 1.0
 
@@ -165,13 +170,14 @@ def sparse_rows(config: StepConfig) -> SparseRows | None:
     exchange, no embedding, or no row count to price it with). ring gathers every row its batch
     looked up, duplicates included (Horovod's allgather of the IndexedSlices); p2p and ps send
     the unique rows, summed."""
-    sent = config.rows_looked_up if config.arch == "ring" else config.touched_rows
+    gathered = gathers_rows(config.arch)
+    sent = config.rows_looked_up if gathered else config.touched_rows
     if config.sparse_exchange != "sparse" or not sent or not config.embedding_shape:
         return None
     rows, width = config.embedding_shape
     row_bytes = 4.0 * width
     return SparseRows(
-        touched=float(sent) if config.arch == "ring" else min(float(sent), float(rows)),
+        touched=float(sent) if gathered else min(float(sent), float(rows)),
         row_bytes=row_bytes,
         dense_bytes=max(float(config.param_bytes) - rows * row_bytes, 0.0),
     )
@@ -215,7 +221,7 @@ def sparse_push_bytes(config: StepConfig) -> float | None:
 
     rows = sparse_rows(config)
     if rows is not None:
-        if config.arch == "ps":
+        if has_servers(config.arch):
             return rows.dense_bytes + rows.payload(INDEX_BYTES_PS)
         workers = len(config.placement.worker_hosts)
         return (rows.dense_bytes + rows.payload(INDEX_BYTES_P2P)) * (workers - 1) / workers
@@ -223,7 +229,7 @@ def sparse_push_bytes(config: StepConfig) -> float | None:
     if spec.method != "topk":
         return None
     kept = spec.kept(0, int(float(config.param_bytes) // VALUE_BYTES))
-    if config.arch == "ps":
+    if has_servers(config.arch):
         return float(kept * (VALUE_BYTES + PS_INDEX_BYTES))
     workers = len(config.placement.worker_hosts)
     return kept * (VALUE_BYTES + INDEX_BYTES) * (workers - 1) / workers
@@ -240,7 +246,7 @@ def sparse_return_bytes(config: StepConfig) -> float | None:
     from archbench.compression import INDEX_BYTES, VALUE_BYTES
     from archbench.sparse_rows import INDEX_BYTES_P2P
 
-    if config.arch != "p2p":
+    if not owns_shards(config.arch):
         return None
     workers = len(config.placement.worker_hosts)
     shard = float(config.param_bytes) / workers
@@ -262,7 +268,7 @@ def sparse_pull_bytes(config: StepConfig) -> float | None:
     """What a ps worker pulls per step with sparse rows: the rows its next batch reads and the
     dense variables; None when it pulls every parameter."""
     rows = sparse_rows(config)
-    if rows is None or config.arch != "ps":
+    if rows is None or not has_servers(config.arch):
         return None
     return rows.dense_bytes + rows.touched * rows.row_bytes
 
@@ -288,15 +294,3 @@ def _placed_rows(
     push = [[d + b * push_share for d, b in zip(dense, row)] for row in measured]
     pull = [[d + b * (1 - push_share) for d, b in zip(dense, row)] for row in measured]
     return push, pull
-
-
-def fit_key(config: StepConfig) -> str:
-    """Which set of fitted parameters applies: the architecture, or its variant."""
-    variant = _VARIANTS.get(config.arch)
-    return variant(config) if variant else config.arch
-
-
-_VARIANTS = {
-    "p2p": lambda c: f"p2p-{c.p2p_schedule}",
-    "ps": lambda c: "ps-sync" if c.sync else "ps-async",
-}

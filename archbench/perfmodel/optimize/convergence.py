@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from archbench.archs import is_baseline
 from archbench.record.schema import first_point_at
 from archbench.settings import SETTINGS, parse_shape
 
@@ -52,10 +53,12 @@ def convergence_key(config: dict[str, Any], workers: int) -> str:
     """The group of configurations that apply the same sequence of updates."""
     names = list(BASE_FIELDS) + list(DATASET_FIELDS.get(_level(config, "dataset"), ()))
     compression = _level(config, "compression")
-    if config.get("arch") == "single":
+    if is_baseline(config.get("arch")):
         compression = "none"  # not carried by single: no record of it says otherwise
     names += COMPRESSION_FIELDS.get(compression, ())
-    sync_every = int(_level(config, "sync_every") or 1) if config.get("arch") != "single" else 1
+    sync_every = (
+        int(_level(config, "sync_every") or 1) if not is_baseline(config.get("arch")) else 1
+    )
     if sync_every > 1:
         names += LOCAL_SGD_FIELDS
     levels = {name: _level(config, name) for name in names}

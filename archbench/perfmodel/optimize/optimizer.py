@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archbench.archs import arch as architecture
+from archbench.archs import has_servers
 from archbench.bandwidth import parse_bandwidth
 from archbench.perfmodel.measure.calibration import Calibration, is_finite_positive
 from archbench.perfmodel.model import formulas as F
@@ -33,6 +34,7 @@ from archbench.perfmodel.optimize.convergence import (
     measured_convergence,
     measured_time_to_target,
 )
+from archbench.settings import applies
 
 # epoch_time: seconds to train one epoch of the data set (median step x steps per epoch at
 # this configuration's global batch) - comparable across worker counts and batch sizes;
@@ -65,10 +67,10 @@ class Candidate:
         c = self.config
         parts = [c["arch"], str(c.get("model", "mlp")), f"W={c.get('workers', 1)}",
                  f"b={c.get('batch_size', '?')}"]  # fmt: skip
-        if c["arch"] == "ps":
+        if has_servers(c["arch"]):
             parts.append(f"ps={c.get('num_ps', 1)} {c.get('placement', '')}".strip())
             parts.append("sync" if c.get("sync", True) else "async")
-        if c["arch"] == "p2p" and c.get("p2p_schedule"):
+        if applies("p2p_schedule", c["arch"]) and c.get("p2p_schedule"):
             parts.append(c["p2p_schedule"])
         if c.get("bandwidth"):
             parts.append(str(c["bandwidth"]))
