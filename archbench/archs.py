@@ -170,35 +170,32 @@ def arch(name: str) -> Architecture:
 # tables: anything that is not a known name (None, NaN, a mistyped level) is none of these.
 
 
-def _named(name: object) -> Architecture | None:
-    return ARCHS.get(name) if isinstance(name, str) else None
+def _answer(name: object, question: str) -> bool:
+    """The descriptor's answer to `question` (an attribute) for `name`; False for no known name."""
+    descriptor = ARCHS.get(name) if isinstance(name, str) else None
+    return descriptor is not None and bool(getattr(descriptor, question))
 
 
 def is_baseline(name: object) -> bool:
     """Whether `name` is the one-process baseline."""
-    descriptor = _named(name)
-    return descriptor is not None and descriptor.is_baseline
+    return _answer(name, "is_baseline")
 
 
 def has_servers(name: object) -> bool:
     """Whether `name` runs parameter servers beside its workers."""
-    descriptor = _named(name)
-    return descriptor is not None and descriptor.has_servers
+    return _answer(name, "has_servers")
 
 
 def uses_horovod(name: object) -> bool:
     """Whether Horovod carries `name`'s exchange."""
-    descriptor = _named(name)
-    return descriptor is not None and descriptor.uses_horovod
+    return _answer(name, "uses_horovod")
 
 
 def owns_shards(name: object) -> bool:
     """Whether each worker of `name` owns a shard of the parameters."""
-    descriptor = _named(name)
-    return descriptor is not None and descriptor.owns_shards
+    return _answer(name, "owns_shards")
 
 
 def gathers_rows(name: object) -> bool:
     """Whether `name` gathers every looked-up embedding row, duplicates included."""
-    descriptor = _named(name)
-    return descriptor is not None and descriptor.gathers_rows
+    return _answer(name, "gathers_rows")
