@@ -320,11 +320,14 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
         row["exposed_from"] = "exposed_comm_s"
     row["exposed_comm_s"] = max(exposed, 0.0) if not math.isnan(exposed) else math.nan
     per_rank = flat.get("timing.compute_s_median_per_rank")
-    row["compute_s_per_worker"] = (
-        [_number(value) for value in per_rank if value is not None]
-        if isinstance(per_rank, list)
-        else []
-    )
+    dispatch = flat.get("timing.dispatch_s_per_rank")
+    if not isinstance(per_rank, list):
+        per_rank = []
+    if not isinstance(dispatch, list) or len(dispatch) != len(per_rank):
+        dispatch = [None] * len(per_rank)  # older records: no dispatch timed
+    workers = [(value, call) for value, call in zip(per_rank, dispatch) if value is not None]
+    row["compute_s_per_worker"] = [_number(value) for value, _ in workers]
+    row["dispatch_s_per_worker"] = [_number(call) for _, call in workers]
     row["emulated"] = bool(flat.get("fidelity.emulated"))
     row["core_wait_share"] = _worst_node(flat.get("fidelity.nodes"), "core_wait_share")
     # Nodes computing at once: a W-worker run's workers, a baseline's own and its companions'.

@@ -42,6 +42,8 @@ from archbench.trainers.base import Trainer
 
 EVAL_BATCH = 1000
 MAX_COMPUTE_PASSES = 1000  # bounds a probe's compute window however short a pass is
+# An engine call costs tens of microseconds off a capped node: its mean over this many calls.
+MIN_DISPATCH_CALLS = 20
 
 
 @dataclass
@@ -54,6 +56,9 @@ class LoopResult:
     compute_times: list[float] = field(default_factory=list)
     compute_passes: list[int] = field(default_factory=list)  # passes per probe's compute phase
     compute_window_s: float = 0.0
+    # the engine's call with no forward or backward in it (`Trainer.dispatch_pass`), timed in one
+    # window at the first counted probe: what a compute pass costs besides the model's work
+    dispatch_s: float | None = None
     step_block_s: float = 0.0  # statistics over blocks of steps this long (a dilated node)
     steps_before_window: int = 0  # steps done when `on_timed` was called
     exchange_times: list[float] = field(default_factory=list)
@@ -120,13 +125,32 @@ def steady_compute(
     """(mean seconds per pass, passes): the probe's compute phase repeated back to back until
     `window_s` is covered (its first pass included). Extra passes change nothing: their results
     are dropped."""
+    return repeated_pass(partial(trainer.compute_pass, x, y), first_pass_s, window_s)
+
+
+def repeated_pass(
+    one_pass: Callable[[], None], first_pass_s: float, window_s: float, min_passes: int = 1
+) -> tuple[float, int]:
+    """(mean seconds per pass, passes): `one_pass` repeated back to back until `window_s` is
+    covered and at least `min_passes` ran, the first (already timed: `first_pass_s`) included."""
     total_s, passes = first_pass_s, 1
-    while total_s < window_s and passes < MAX_COMPUTE_PASSES:
+    while (total_s < window_s or passes < min_passes) and passes < MAX_COMPUTE_PASSES:
         started = time.perf_counter()
-        trainer.compute_pass(x, y)
+        one_pass()
         total_s += time.perf_counter() - started
         passes += 1
     return total_s / passes, passes
+
+
+def dispatch_time(trainer: Trainer, x, y, window_s: float) -> float:
+    """Mean seconds of the engine's call with nothing to compute (`Trainer.dispatch_pass`), over
+    the same window as a probe's compute (so a capped node's periods average out too)."""
+    started = time.perf_counter()
+    trainer.dispatch_pass(x, y)
+    first_s = time.perf_counter() - started
+    return repeated_pass(
+        partial(trainer.dispatch_pass, x, y), first_s, window_s, MIN_DISPATCH_CALLS
+    )[0]
 
 
 def batch_plan(config: TrainConfig, data: ArrayDataset | SyntheticData, workers: int) -> BatchPlan:
@@ -250,6 +274,12 @@ def _train(
                     result.compute_times.append(compute_s)
                     result.exchange_times.append(exchange_s)
                     result.probe_kinds.append(kind)
+                    if result.dispatch_s is None:
+                        window_started = time.perf_counter()
+                        result.dispatch_s = dispatch_time(trainer, x, y, result.compute_window_s)
+                        result.probe_window_s += time.perf_counter() - window_started
+                else:  # the tracing probe: the empty call is traced here too, not when timed
+                    trainer.dispatch_pass(x, y)
             else:
                 start = time.perf_counter()
                 loss = trainer.train_step(x, y)

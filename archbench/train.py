@@ -340,6 +340,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     compute_per_rank = trainer.allgather_object(
         quantile(loop_result.compute_times, 0.5) if loop_result else None
     )
+    dispatch_per_rank = trainer.allgather_object(loop_result.dispatch_s if loop_result else None)
     extra = trainer.extra_record()
     timed_median = quantile(loop_result.step_times, 0.5) if loop_result else None
     traced = tracer.finish(trainer, cluster, timed_median) if tracer is not None else None
@@ -361,6 +362,9 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         "epoch_s": data.train_size / steps["samples_per_s"] if steps["samples_per_s"] else None,
         # Each worker's compute (forward + backward) median, in rank order; null for servers.
         "compute_s_median_per_rank": compute_per_rank,
+        # Each worker's engine call with nothing to compute (`Trainer.dispatch_pass`): the part
+        # of its compute that is not the model's work; null for servers.
+        "dispatch_s_per_rank": dispatch_per_rank,
         # before the first step: imports, data, model, connections (warm-up steps: warmup_s)
         "startup_s": loop_result.first_step_at - state.start_time
         if loop_result.first_step_at

@@ -3,8 +3,9 @@
 Runs the study `runs/fidelity.yaml` (resumable: a second call only prints) and prints, per run,
 each worker's compute median (forward + backward, `timing.compute_s_median_per_rank`) over the
 `single` baseline's of the same model and per-worker batch measured with as many nodes computing
-at once (its companions), the worst ratio, and whether the run's threads waited for a core
-(`fidelity.nodes[*].core_wait_share`). The judgement is the report's own
+at once (its companions), the worst ratio, whether the run's threads waited for a core
+(`fidelity.nodes[*].core_wait_share`), and the engine's own call per pass (`call ms`: the median
+of `timing.dispatch_s_per_rank`, the call timed with nothing to compute). The judgement is the report's own
 (`archbench.analysis.fidelity.drift_table`).
 
 Usage: python benchmarks/compute_fidelity.py [--study runs/fidelity.yaml] [--no-run]
@@ -12,6 +13,7 @@ Usage: python benchmarks/compute_fidelity.py [--study runs/fidelity.yaml] [--no-
 
 from __future__ import annotations
 
+import statistics
 import sys
 
 from study_run import run_study
@@ -28,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     table = drift_table(ok).set_index("run_id")
     busy = set(oversubscribed(ok)["run_id"])
     print(
-        f"{'workload':<8} {'arch':<6} {'W':>2} {'baseline ms':>11} {'load':>5}  "
+        f"{'workload':<8} {'arch':<6} {'W':>2} {'baseline ms':>11} {'load':>5} {'call ms':>7}  "
         "worker compute ÷ baseline (virtual time)"
     )
     judged = within = 0
@@ -43,9 +45,11 @@ def main(argv: list[str] | None = None) -> int:
             "  OVERSUBSCRIBED" if run["run_id"] in busy else ""
         )
         load = "same" if row["baseline_same_load"] else "other"
+        calls = [value for value in run.get("dispatch_s_per_worker", []) if value == value]
+        call = f"{1000 * statistics.median(calls):7.3f}" if calls else f"{'-':>7}"
         print(
             f"{run['workload']:<8} {run['arch']:<6} {int(run['workers']):>2} "
-            f"{1000 * row['baseline_compute_s']:>11.3f} {load:>5}  "
+            f"{1000 * row['baseline_compute_s']:>11.3f} {load:>5} {call}  "
             + " ".join(f"{ratio:.2f}" for ratio in ratios)
             + flags
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from archbench.analysis.fidelity import CORE_WAIT_LIMIT, drift_table, fidelity_notes
+from archbench.analysis.fidelity import CORE_WAIT_LIMIT, DRIFT_LIMIT, drift_table, fidelity_notes
 from archbench.analysis.load import load_study
 from archbench.cluster import dilation
 from archbench.cluster.dilation import Dilation
@@ -162,6 +162,7 @@ def _record(run_id: str, arch: str, workers: int, compute_s: list[float], **more
             "train_s": 1.0,
             "compute_s_median": compute_s[0],
             "compute_s_median_per_rank": compute_s,
+            "dispatch_s_per_rank": more.get("dispatch", [None] * len(compute_s)),
         },  # fmt: skip
         fidelity={
             "emulated": True,
@@ -234,3 +235,22 @@ def test_core_wait_leaves_out_the_time_any_cap_held_a_thread_back() -> None:
     assert figures["core_wait_s"] == pytest.approx(0.010)
     assert figures["core_wait_share"] == pytest.approx(0.010 / 0.080)
     assert figures["throttled_s"] == pytest.approx(0.030)
+
+
+def test_the_fidelity_note_gives_each_engines_own_call_beside_the_drift(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    for record in (
+        _record("base", "single", 1, [0.0012, 0.0012], companions=1, dispatch=[0.0002, 0.0002]),
+        _record("ps2", "ps", 2, [0.0025, 0.0026], dispatch=[0.0015, 0.0016]),
+        _record("ring2", "ring", 2, [0.0012, 0.0013], dispatch=[0.0002, 0.0003]),
+        _record("older", "p2p", 2, [0.0012, 0.0012]),  # written before dispatch was timed
+    ):
+        append_record(str(results), record)
+    study = load_study(results)
+    table = drift_table(study.ok).set_index("run_id")
+    assert table.loc["ps2", "drift"] > 1.0  # judged on the whole pass: nothing subtracted
+    assert table.loc["ring2", "drift"] < DRIFT_LIMIT
+    (note,) = [n for n in fidelity_notes(study.ok) if n.startswith("Fidelity")]
+    assert "`ps2`" in note and "`ring2`" not in note
+    assert "single 0.20 ms, ring 0.25 ms, ps 1.55 ms." in note
+    assert "p2p" not in note.split("nothing to compute")[1]

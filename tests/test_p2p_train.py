@@ -42,6 +42,10 @@ def test_p2p_one_epoch_reaches_accuracy_with_a_complete_record(tmp_path):
     assert record["comm"]["params_identical_across_ranks"] is True
     timing = record["timing"]
     assert timing["compute_s_median"] > 0 and timing["comm_s_median"] > 0
+    # each worker timed its engine's call with nothing to compute; servers compute nothing
+    computes, calls = timing["compute_s_median_per_rank"], timing["dispatch_s_per_rank"]
+    assert [c is None for c in calls] == [c is None for c in computes]
+    assert all(call > 0 for call in calls if call is not None)
     # Measured bytes = the analytic count: (W-1)/W of the gradient bytes plus (W-1)/W of the
     # parameter bytes; with W = 2 and an even parameter count that is exactly param_bytes.
     param_bytes = record["model_stats"]["param_bytes"]

@@ -79,6 +79,10 @@ def test_sync_with_balanced_sharding_matches_single(tmp_path):
     assert ps["comm"]["bytes_sent_per_step"] == ps["model_stats"]["param_bytes"]
     timing = ps["timing"]
     assert timing["compute_s_median"] > 0 and timing["comm_s_median"] > 0
+    # each worker timed its engine's call with nothing to compute; servers compute nothing
+    computes, calls = timing["compute_s_median_per_rank"], timing["dispatch_s_per_rank"]
+    assert [c is None for c in calls] == [c is None for c in computes]
+    assert all(call > 0 for call in calls if call is not None)
 
 
 def test_async_with_round_robin_applies_every_update_and_records_staleness(tmp_path):

@@ -108,6 +108,7 @@ class WorkerGraph:
     probe_exchange: ExchangeOps  # phase 2 of a probe
     late_token: tuple | None  # sync, not chief: (size, dequeue) of this worker's token queue
     init_feeds: dict = field(default_factory=dict)  # placeholder -> variable index, row range
+    dispatch: object = None  # a fetch on this worker with no computation: a session call's cost
     init_servers: object = None  # initialises every server-side variable (chief only)
     mark_ready: object = None
     is_ready: object = None
@@ -466,6 +467,8 @@ def build_worker_graph(
         fused = exchange(fused_grads)
         with tf.control_dependencies([fill_buffers]):
             compute_into_buffers = tf.identity(loss)
+        with tf.device(worker_device):
+            dispatch = tf.constant(0.0)
         probe_exchange = exchange([b.read_value() for b in buffers])
         pull, pulled_step = pull_fresh()
         local = None
@@ -550,6 +553,7 @@ def build_worker_graph(
         loss=loss,
         fused=fused,
         compute_into_buffers=compute_into_buffers,
+        dispatch=dispatch,
         probe_exchange=probe_exchange,
         late_token=late_token,
         init_feeds=init_feeds,

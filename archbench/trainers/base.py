@@ -132,6 +132,12 @@ class Trainer(ABC):
         """Forward + backward on this worker's batch, nothing exchanged, the result dropped: the
         repeated passes of a probe's compute window (see `archbench.loop.steady_compute`)."""
 
+    @abstractmethod
+    def dispatch_pass(self, x, y) -> None:
+        """The engine's call that `compute_pass` makes, with the same batch and nothing to
+        compute: what a pass costs besides forward + backward (TensorFlow's function call; the
+        parameter server's session run). Timed once per run (`timing.dispatch_s`)."""
+
     def serve(self) -> None:
         """Non-worker roles (parameter servers) run here until the workers are done."""
         raise NotImplementedError
@@ -185,6 +191,7 @@ class KerasTrainer(Trainer):
         self.optimizer = make_optimizer(self.config)
         self.loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         self._compute = tf.function(self._compute_gradients)
+        self._dispatch = empty_call()
         self._exchange_and_apply = tf.function(self._exchange_apply)
         self._fused = tf.function(self._build_fused_step())
         if self.schedule.local_steps:  # --sync-every > 1
@@ -241,6 +248,9 @@ class KerasTrainer(Trainer):
     def compute_pass(self, x, y) -> None:
         float(self._compute(x, y)[0])  # done only when its results exist
 
+    def dispatch_pass(self, x, y) -> None:
+        float(self._dispatch(x, y))
+
     def probe_step(self, x, y) -> tuple[float, float, float]:
         start = time.perf_counter()
         loss, grads = self._compute(x, y)
@@ -255,6 +265,14 @@ class KerasTrainer(Trainer):
         self.model.trainable_variables[0].numpy()  # waits for the update
         done = time.perf_counter()
         return loss, computed - start, done - computed
+
+
+def empty_call():
+    """A tf.function taking a batch and computing nothing: `dispatch_pass` for the trainers
+    whose compute pass is a tf.function call."""
+    import tensorflow as tf
+
+    return tf.function(lambda x, y: tf.zeros([]))
 
 
 def make_optimizer(config: TrainConfig):

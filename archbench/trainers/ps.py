@@ -287,6 +287,9 @@ class PSTrainer(Trainer):
         # overwrites the gradient buffers, which the next probe fills again before it pushes
         self._run(self.graph.compute_into_buffers, "compute window", self._feed(x, y))
 
+    def dispatch_pass(self, x, y) -> None:
+        self._run(self.graph.dispatch, "dispatch window", self._feed(x, y))
+
     # --- local steps (--sync-every > 1) --------------------------------------------------------
     def _start_local_steps(self) -> None:
         """At the first local step (only then), after synchronous warm-up steps, the servers'
