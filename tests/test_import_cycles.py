@@ -6,9 +6,6 @@ import deferred into a function still ties the two modules together; deferring i
 cycle until that function runs). Relative imports are resolved against the importing module's
 package. Imports under `if TYPE_CHECKING:` never run and are left out.
 
-`analysis/` is the package `archbench.analysis` (archbench/analysis/__init__.py extends its
-`__path__`), so its modules are named `archbench.analysis.<module>` here.
-
 An edge goes to the module a statement names: `from archbench.a import b` is an edge to
 `archbench.a.b` when `b` is a submodule and to `archbench.a` otherwise. Importing
 `archbench.a.b` also runs the package `archbench.a` (its __init__.py) first, so that is an edge
@@ -23,22 +20,17 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# folder -> the dotted name of the package it holds
-FOLDERS = {ROOT / "archbench": "archbench", ROOT / "analysis": "archbench.analysis"}
+PACKAGE = ROOT / "archbench"
 
 
 def module_files() -> dict[str, Path]:
     """Every module of the package, by dotted name."""
     files: dict[str, Path] = {}
-    for folder, prefix in FOLDERS.items():
-        for path in sorted(folder.rglob("*.py")):
-            parts = list(path.relative_to(folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            name = ".".join([prefix, *parts])
-            # archbench/analysis/__init__.py and analysis/__init__.py are one package; the
-            # first (the one Python runs) is the one read.
-            files.setdefault(name, path)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        files[".".join(parts)] = path
     return files
 
 

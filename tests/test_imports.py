@@ -11,20 +11,19 @@ import importlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("archbench", "analysis")
+PACKAGE = "archbench"
 
 
 def _from_imports():
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if (
-                    isinstance(node, ast.ImportFrom)
-                    and node.level == 0
-                    and node.module
-                    and node.module.split(".")[0] in PACKAGES + ("archbench.analysis",)
-                ):
-                    yield path.relative_to(ROOT), node
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and node.module
+                and node.module.split(".")[0] == PACKAGE
+            ):
+                yield path.relative_to(ROOT), node
 
 
 def _resolves(module_name: str, name: str) -> bool:

@@ -1,4 +1,4 @@
-"""The speed-vs-accuracy section (analysis/tradeoff.py) on a small study of known numbers.
+"""The speed-vs-accuracy section (archbench/analysis/tradeoff.py) on a small study of known numbers.
 
 The records are copies of one real p2p record (tests/data) with the fields the section reads
 set per configuration: a reference (no reduction), top-k and --sync-every 4, two repetitions
