@@ -92,6 +92,11 @@ def test_caps_hold_every_thread_and_are_removed_by_down() -> None:
         assert report["capped_before"] == 0 and report["armed"]
         assert report["capped_after_arm"] == report["threads"] >= 2
         assert report["born_armed_capped"] == 1 and report["capped_after_disarm"] == 0
+        # threads that come and go are each capped in a group named after them, and the groups
+        # of those that ended are reused: one per thread alive, not one per thread ever started
+        assert report["short_lived"] == report["short_lived_capped"] == 20
+        if hierarchy.version == "v1":  # v2 renames no group: a new one per thread there
+            assert report["thread_groups_kept"] <= report["threads_now"] + 2, report
         assert report["failures"] == 0
         assert report["background"] == 0  # Python's own threads share the process's core
 

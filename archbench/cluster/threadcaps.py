@@ -15,6 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from archbench.cluster import cgroups
 from archbench.cluster.idlewait import LIBRARY_NAME
 
 _THREAD_GROUP = re.compile(r"/vcpu/[pb]\d+/t\d+$")
@@ -106,12 +107,22 @@ def _capped(groups: dict[int, str]) -> int:
     return sum(bool(_THREAD_GROUP.search(group)) for group in groups.values())
 
 
+SHORT_LIVED = 20  # threads `main` starts one after another
+
+
+def _own_group_count(thread_group: str) -> int:
+    """Thread groups (`t*`) in this process's group, found from one of its threads' group."""
+    process_group = cgroups.detect().cpu_root / thread_group.lstrip("/").rsplit("/", 1)[0]
+    return sum(1 for entry in process_group.glob("t*") if entry.is_dir())
+
+
 def main() -> int:
     """`python -m archbench.cluster.threadcaps` on a node: how many of this process's threads
     sit in a capped group of their own before arming (none: archbench's processes start outside
     the caps), after arming (all), and after disarming (none)."""
     import json
     import threading
+    import time
 
     from archbench.cluster.dilation import factor
 
@@ -130,6 +141,20 @@ def main() -> int:
     late = threading.Thread(target=born_armed)
     late.start()
     late.join()
+    # Threads that come and go (TensorFlow's distributed session starts one per run): each is
+    # capped in a group named after it, and the groups of those that ended are reused.
+    short_lived: list[bool] = []
+
+    def lives_briefly() -> None:
+        tid = threading.get_native_id()
+        short_lived.append(placement().get(tid, "").endswith(f"/t{tid}"))
+
+    for _ in range(SHORT_LIVED):
+        brief = threading.Thread(target=lives_briefly)
+        brief.start()
+        brief.join()
+        time.sleep(0.005)  # its start routine returns (and frees its group) after join's wake-up
+    groups_kept = _own_group_count(placement()[threading.get_native_id()])
     disarm()
     after_disarm = placement()
     started.set()
@@ -142,6 +167,10 @@ def main() -> int:
                 "armed": armed_result is not None,
                 "capped_after_arm": _capped(after),
                 "born_armed_capped": _capped(late_groups),
+                "short_lived": len(short_lived),
+                "short_lived_capped": sum(short_lived),
+                "threads_now": len(placement()),
+                "thread_groups_kept": groups_kept,
                 "capped_after_disarm": _capped(after_disarm),
                 "failures": failures(),
                 # Python's threads are the process's own: none of them is a background thread

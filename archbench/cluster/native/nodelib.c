@@ -19,7 +19,10 @@
  *    (archbench.cluster.threadcaps); every other process (orted, a shell, a user's program) is
  *    placed from its first instruction. archbench_caps_disarm() moves every thread back to the
  *    node's own group. Groups of threads that have exited are removed when a process arms or
- *    disarms, and by `archbench cluster down`.
+ *    disarms, and by `archbench cluster down`; the group of a thread that returned from its start
+ *    routine is renamed for the next thread of its process instead (cgroup v1), since
+ *    TensorFlow's distributed session starts a thread on every run and a new CFS group costs
+ *    several times what the run itself does.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -30,6 +33,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,19 +142,83 @@ static int path_has(const char *path, const char *const *needles) {
     return 0;
 }
 
+enum { FRAME_PASS = 1, FRAME_FOREGROUND = 2, FRAME_BACKGROUND = 3 };
+
+static int classify_frame(void *code) {
+    Dl_info info;
+    if (dladdr(code, &info) == 0 || info.dli_fname == NULL) return FRAME_FOREGROUND;
+    if (path_has(info.dli_fname, PASS_THROUGH)) return FRAME_PASS;
+    /* std::thread's start, wherever a copy of it is linked (TensorFlow's is exported) */
+    if (info.dli_sname != NULL && strncmp(info.dli_sname, "_ZNSt6thread", 12) == 0)
+        return FRAME_PASS;
+    return path_has(info.dli_fname, BACKGROUND_LIBRARIES) ? FRAME_BACKGROUND : FRAME_FOREGROUND;
+}
+
+/* Each code address's kind, looked up once: dladdr scans a library's symbol table, which in
+ * TensorFlow's libraries costs most of a millisecond, and TensorFlow's distributed session
+ * starts a thread on every run. An entry is the address with its kind in the top byte (user
+ * space addresses use 47 bits), written in one atomic store; 0 is an empty slot. */
+#define FRAME_CACHE_BITS 12
+#define ADDRESS_MASK ((UINT64_C(1) << 56) - 1)
+static uint64_t frame_cache[1 << FRAME_CACHE_BITS];
+
+static int frame_kind(void *code) {
+    uint64_t address = (uint64_t)(uintptr_t)code & ADDRESS_MASK;
+    size_t slot = (size_t)((address * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - FRAME_CACHE_BITS));
+    for (size_t probe = 0; probe < 8; probe++) {
+        size_t at = (slot + probe) & ((1u << FRAME_CACHE_BITS) - 1);
+        uint64_t entry = __atomic_load_n(&frame_cache[at], __ATOMIC_ACQUIRE);
+        if (entry == 0) {
+            int kind = classify_frame(code);
+            uint64_t empty = 0;
+            __atomic_compare_exchange_n(&frame_cache[at], &empty, address | ((uint64_t)kind << 56),
+                                        0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+            return kind;
+        }
+        if ((entry & ADDRESS_MASK) == address) return (int)(entry >> 56);
+    }
+    return classify_frame(code);  /* a crowded neighbourhood: looked up every time */
+}
+
 /* Whether the caller of this pthread_create lies in a background library. */
 static int created_by_background_library(void) {
     void *frames[24];
     int depth = backtrace(frames, 24);
     for (int i = 1; i < depth; i++) {
-        Dl_info info;
-        if (dladdr(frames[i], &info) == 0 || info.dli_fname == NULL) return 0;
-        if (path_has(info.dli_fname, PASS_THROUGH)) continue;
-        /* std::thread's start, wherever a copy of it is linked (TensorFlow's is exported) */
-        if (info.dli_sname != NULL && strncmp(info.dli_sname, "_ZNSt6thread", 12) == 0) continue;
-        return path_has(info.dli_fname, BACKGROUND_LIBRARIES);
+        int kind = frame_kind(frames[i]);
+        if (kind != FRAME_PASS) return kind == FRAME_BACKGROUND;
     }
     return 0;
+}
+
+/* Groups of this process's threads that returned from their start routine (named by the thread
+ * id they had), for the next threads to take: TensorFlow's distributed session starts a thread
+ * on every run, and making a CFS group (mkdir, period, quota) costs far more than renaming an
+ * empty one (cgroup v1; v2 renames no group). A group pruned meanwhile (its thread id is dead)
+ * fails to rename and is dropped. */
+#define MAX_FREE_GROUPS 64
+static pid_t free_groups[MAX_FREE_GROUPS];
+static int free_count;
+static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void release_group(pid_t tid) {
+    pthread_mutex_lock(&free_lock);
+    if (free_count < MAX_FREE_GROUPS) free_groups[free_count++] = tid;
+    pthread_mutex_unlock(&free_lock);
+}
+
+/* Renames a free group of `process_dir` to `dir` (the group of a new thread); 0 on success. */
+static int reuse_group(const char *process_dir, const char *dir) {
+    char old[PATH_MAX];
+    for (;;) {
+        pthread_mutex_lock(&free_lock);
+        pid_t previous = free_count > 0 ? free_groups[--free_count] : 0;
+        pthread_mutex_unlock(&free_lock);
+        if (previous == 0) return -1;
+        if (snprintf(old, sizeof old, "%s/t%d", process_dir, (int)previous) >= (int)sizeof old)
+            continue;
+        if (rename(old, dir) == 0) return 0;
+    }
 }
 
 /* Puts thread `tid` of this process in a capped group of its own, inside its process's (or,
@@ -164,7 +232,9 @@ static int place_thread(pid_t tid) {
         return -1;
     if (make_group(process_dir, apart ? 0 : process_quota_us) != 0) return -1;
     if (cgroup_v2) write_in(process_dir, "cgroup.subtree_control", "+cpu");
-    if (make_group(dir, quota_us) != 0) return -1;
+    /* cgroup v2 renames no group: a new one each time there */
+    int reused = !apart && !cgroup_v2 && reuse_group(process_dir, dir) == 0;
+    if (!reused && make_group(dir, quota_us) != 0) return -1;
     snprintf(text, sizeof text, "%d", (int)tid);
     return write_in(dir, cgroup_v2 ? "cgroup.threads" : "tasks", text);
 }
@@ -265,9 +335,17 @@ struct start { void *(*routine)(void *); void *argument; int background; };
 static void *start_placed(void *raw) {
     struct start start = *(struct start *)raw;
     free(raw);
-    if (start.background) remember_background(thread_id());
-    if (__atomic_load_n(&armed, __ATOMIC_SEQ_CST)) count_placement(place_thread(thread_id()));
-    return start.routine(start.argument);
+    pid_t tid = thread_id();
+    if (start.background) remember_background(tid);
+    int in_own_group = 0;
+    if (__atomic_load_n(&armed, __ATOMIC_SEQ_CST)) {
+        int result = place_thread(tid);
+        count_placement(result);
+        in_own_group = result == 0 && !start.background;
+    }
+    void *value = start.routine(start.argument);
+    if (in_own_group) release_group(tid);  /* empty once this thread is gone */
+    return value;
 }
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
