@@ -21,7 +21,8 @@ one epoch of the configured data set at the median step's throughput; `config.sy
 `config.sync_every_warmup_steps` (a run written before the setting existed synchronized every
 step: 1 and 0 where the setting applies, null elsewhere); `config.compression` of a p2p or ps
 run written when only ring could compress (null then) is "none", what those runs did;
-`timing.step_s_amortized`, the median step (what it is without --sync-every);
+`timing.step_s_amortized`, the median step (what it is without --sync-every) where that is a
+number;
 `timing.exposed_comm_s`, the whole exchange time (`comm_s_median`) where the part not hidden
 by overlap was not measured; `result.time_to_target_s`, read off the evaluation curve.
 """
@@ -233,7 +234,9 @@ def derive_step_s_amortized(record: dict[str, Any]) -> None:
     """`timing.step_s_amortized` for a record written before --sync-every: the median step,
     which is what the amortized step is when one kind of step ran."""
     timing = record.get("timing")
-    if isinstance(timing, dict) and "step_s_amortized" not in timing and "step_s_median" in timing:
+    if not isinstance(timing, dict) or "step_s_amortized" in timing:
+        return
+    if number_or_none(timing.get("step_s_median")) is not None:
         timing["step_s_amortized"] = timing["step_s_median"]
         _derived(record, "timing.step_s_amortized", "timing.step_s_median")
 
