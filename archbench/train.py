@@ -352,26 +352,9 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     num_workers = cluster["num_workers"]
     global_batch = config.batch_size * num_workers
     steps = step_statistics(loop_result, global_batch, min(config.warmup_steps, loop_result.steps))
-    timing = {
-        "wall_s": time.time() - state.start_time,
-        "train_s": loop_result.train_s,
-        **steps,
-        # Equal work: the time one epoch of this data set takes at the median step, so runs
-        # with different worker counts (and sample counts) compare on the same amount of data.
-        "samples_per_epoch": data.train_size,
-        "epoch_s": data.train_size / steps["samples_per_s"] if steps["samples_per_s"] else None,
-        # Each worker's compute (forward + backward) median, in rank order; null for servers.
-        "compute_s_median_per_rank": compute_per_rank,
-        # Each worker's engine call with nothing to compute (`Trainer.dispatch_pass`): the part
-        # of its compute that is not the model's work; null for servers.
-        "dispatch_s_per_rank": dispatch_per_rank,
-        # before the first step: imports, data, model, connections (warm-up steps: warmup_s)
-        "startup_s": loop_result.first_step_at - state.start_time
-        if loop_result.first_step_at
-        else None,
-        "eval_s": loop_result.eval_s,
-        "epochs": loop_result.evaluations,
-    }
+    timing = timing_section(
+        loop_result, steps, data.train_size, compute_per_rank, dispatch_per_rank, state.start_time
+    )
     comm = {**trainer.comm_stats(loop_result.steps), **extra}
     if applies("sync_every", config.arch):
         from archbench.localsgd import comm_record
@@ -385,15 +368,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     )
     record_config["steps_run"] = loop_result.steps
     record_config["dataset_source"] = data.source
-    result = {
-        "final_loss": loop_result.final_loss,
-        "last_train_loss": loop_result.last_loss,
-        "test_accuracy": loop_result.test_accuracy,
-        "param_norm": loop_result.param_norm,
-        "param_digest_per_rank": digests,
-        "target_accuracy": config.target_accuracy,
-        "time_to_target_s": loop_result.time_to_target_s,
-    }
+    result = result_section(loop_result, digests, config.target_accuracy)
     dilation = dilation_factor()
     if fidelity is not None and dilation != 1:
         # Every duration below is virtual (real / D); the real ones stay here.
@@ -429,6 +404,49 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         + (f", record appended to {config.out}" if config.out else "")
     )
     return 0
+
+
+def timing_section(
+    loop_result,
+    steps: dict,
+    train_size: int,
+    compute_per_rank: list,
+    dispatch_per_rank: list,
+    started: float,
+) -> dict:
+    """The record's `timing` of an ok run, in real seconds (archbench.record.keys declares each
+    key); `steps`: archbench.loop.step_statistics of the loop."""
+    return {
+        "wall_s": time.time() - started,
+        "train_s": loop_result.train_s,
+        **steps,
+        # Equal work: the time one epoch of this data set takes at the median step, so runs
+        # with different worker counts (and sample counts) compare on the same amount of data.
+        "samples_per_epoch": train_size,
+        "epoch_s": train_size / steps["samples_per_s"] if steps["samples_per_s"] else None,
+        # Each worker's compute (forward + backward) median, in rank order; null for servers.
+        "compute_s_median_per_rank": compute_per_rank,
+        # Each worker's engine call with nothing to compute (`Trainer.dispatch_pass`): the part
+        # of its compute that is not the model's work; null for servers.
+        "dispatch_s_per_rank": dispatch_per_rank,
+        # before the first step: imports, data, model, connections (warm-up steps: warmup_s)
+        "startup_s": loop_result.first_step_at - started if loop_result.first_step_at else None,
+        "eval_s": loop_result.eval_s,
+        "epochs": loop_result.evaluations,
+    }
+
+
+def result_section(loop_result, digests: list, target_accuracy: float | None) -> dict:
+    """The record's `result` of an ok run."""
+    return {
+        "final_loss": loop_result.final_loss,
+        "last_train_loss": loop_result.last_loss,
+        "test_accuracy": loop_result.test_accuracy,
+        "param_norm": loop_result.param_norm,
+        "param_digest_per_rank": digests,
+        "target_accuracy": target_accuracy,
+        "time_to_target_s": loop_result.time_to_target_s,
+    }
 
 
 def _partition_record(config: TrainConfig, data, num_workers: int, comm: dict) -> dict:

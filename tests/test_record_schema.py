@@ -55,10 +55,12 @@ def test_old_records_load_and_migrate_and_a_cut_line_is_skipped(tmp_path):
         assert timing["epoch_s"] == pytest.approx(60000 / timing["samples_per_s"], rel=1e-12)
 
 
-def test_a_record_that_lacks_epoch_s_gets_it_on_read_and_a_failed_one_does_not(tmp_path):
+def test_a_version_2_record_that_lacks_epoch_s_gets_it_on_read_and_a_failed_one_does_not(
+    tmp_path,
+):
     (record,) = [r for r in read_lines(OLD).records if r["run_id"] == "old-ring-1"]
     current = copy.deepcopy(record)
-    current["schema"] = SCHEMA
+    current["schema"] = "archbench.run/2"
     del current["migrated_from"], current["timing"]["epoch_s"]
     current["timing"]["samples_per_epoch"] = 1000  # what the run trained on, when it says so
     failed = {**copy.deepcopy(current), "status": "failed", "timing": {"wall_s": 2.0}}
@@ -70,7 +72,8 @@ def test_a_record_that_lacks_epoch_s_gets_it_on_read_and_a_failed_one_does_not(t
     read = read_lines(path).records
     rate = current["timing"]["samples_per_s"]
     assert read[0]["timing"]["epoch_s"] == pytest.approx(1000 / rate)
-    assert "migrated_from" not in read[0]  # the same version: only the key is derived
+    assert read[0]["migrated_from"] == "archbench.run/2" and read[0]["schema"] == SCHEMA
+    assert read[0]["derived"]["timing.epoch_s"] == "timing.samples_per_epoch / timing.samples_per_s"
     assert "epoch_s" not in read[1]["timing"]
     assert read[2]["timing"]["epoch_s"] == pytest.approx(512 / rate)
     assert read[2]["timing"]["samples_per_epoch"] == 512

@@ -20,7 +20,7 @@ from archbench.analysis.machine_load import overload_note
 from archbench.bandwidth import bits_or_none
 from archbench.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files
-from archbench.record.schema import first_point_at
+from archbench.record.keys import field as declared_field
 
 # Factor names that mark repetitions of one configuration, not a factor of the study.
 REPLICATE_NAMES = frozenset({"rep", "repetition", "repeat", "replicate", "seed", "run", "run_id"})
@@ -48,7 +48,8 @@ TEXT_COLUMNS = frozenset(
     {"arch", "model", "dataset", "compression", "priority", "sparse_exchange", "data_partition",
      "param_partition", "timeline_file"}
 )  # fmt: skip
-# Short column name -> dotted record field, read for every record (NaN where absent).
+# Short column name -> dotted record field (each declared in archbench.record.keys), read for
+# every record (NaN where absent).
 FIELD_COLUMNS: dict[str, str] = {
     "arch": "config.arch",
     "model": "config.model",
@@ -106,6 +107,7 @@ FIELD_COLUMNS: dict[str, str] = {
     "load_avg_start": "env.load_avg_start",
     "load_avg_end": "env.load_avg_end",
 }
+FIELD_COLUMNS = {column: declared_field(dotted) for column, dotted in FIELD_COLUMNS.items()}
 
 # Measurements that are finite and never negative: a record that says otherwise (NaN step time,
 # infinite throughput, a negative epoch) names the run in the report's data quality notes, and
@@ -114,22 +116,25 @@ MEASURED_FIELDS: tuple[str, ...] = tuple(
     dotted
     for dotted in FIELD_COLUMNS.values()
     if dotted.startswith(("timing.", "comm.")) or dotted == "result.time_to_target_s"
-) + ("timing.exposed_comm_s",)
+) + (declared_field("timing.exposed_comm_s"),)
 
 # Fields whose absence in successful runs limits what the report can show.
-EXPECTED_FIELDS: tuple[str, ...] = (
-    "config.arch",
-    "cluster.num_workers",
-    "timing.samples_per_s",
-    "timing.train_s",
-    "timing.step_s_median",
-    "timing.compute_s_median",
-    "timing.comm_s_median",
-    "timing.exposed_comm_s",
-    "timing.epochs",
-    "result.test_accuracy",
-    "result.time_to_target_s",
-    "factors",
+EXPECTED_FIELDS: tuple[str, ...] = tuple(
+    declared_field(dotted) if dotted != "factors" else dotted
+    for dotted in (
+        "config.arch",
+        "cluster.num_workers",
+        "timing.samples_per_s",
+        "timing.train_s",
+        "timing.step_s_median",
+        "timing.compute_s_median",
+        "timing.comm_s_median",
+        "timing.exposed_comm_s",
+        "timing.epochs",
+        "result.test_accuracy",
+        "result.time_to_target_s",
+        "factors",
+    )
 )
 
 
@@ -307,17 +312,18 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
     # Samples per step over the step time, as `samples_per_s` is over the median step.
     for column, step in ((AT_STEP_P90, row["step_s_p90"]), (AT_STEP_P10, row["step_s_p10"])):
         row[column] = row["global_batch_size"] / step if step > 0 else math.nan
+    # An older record that did not measure it holds the whole exchange time (archbench.record's
+    # migration says so in `derived`).
     exposed = (
         math.nan
         if "timing.exposed_comm_s" in implausible
         else _number(flat.get("timing.exposed_comm_s"))
     )
-    if math.isnan(exposed):
-        # Older records: the whole exchange time stands in for the part not hidden by overlap.
-        exposed = row["comm_s"]
-        row["exposed_from"] = "comm_s_median" if not math.isnan(exposed) else None
-    else:
-        row["exposed_from"] = "exposed_comm_s"
+    derivations = record.raw.get("derived")
+    source = derivations.get("timing.exposed_comm_s") if isinstance(derivations, dict) else None
+    row["exposed_from"] = (
+        None if math.isnan(exposed) else (source or "timing.exposed_comm_s").split(".", 1)[1]
+    )
     row["exposed_comm_s"] = max(exposed, 0.0) if not math.isnan(exposed) else math.nan
     per_rank = flat.get("timing.compute_s_median_per_rank")
     dispatch = flat.get("timing.dispatch_s_per_rank")
@@ -339,9 +345,6 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
     row["ps_link_bytes_per_step"] = _ps_link_bytes(flat)
     epochs = flat.get("timing.epochs")
     row["epochs"] = epochs if isinstance(epochs, list) else []
-    if "result.time_to_target_s" not in flat:
-        # Older records: read the time to target off the evaluation curve.
-        row["time_to_target_s"] = _time_to_target(row["epochs"], row["target_accuracy"])
     derived = placement_from_hosts(record)
     named = next(
         (
@@ -366,13 +369,6 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
         else (str(error) if error else None)
     )
     return row
-
-
-def _time_to_target(epochs: list[Any], target: float) -> float:
-    if math.isnan(target):
-        return math.nan
-    reached = first_point_at(epochs, target)
-    return float(reached[1]) if reached else math.nan
 
 
 def _config_value(flat: dict[str, Any], row: dict[str, Any], name: str) -> Any:

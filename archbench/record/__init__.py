@@ -1,5 +1,6 @@
-"""The run record's single owner: schema (`schema`), builder (`build`), reader and writer (`io`),
-typed accessors (`view`) and what it says about the machine (`env`). See README, 'Run record'."""
+"""The run record's single owner: schema and migrations (`schema`), every key declared (`keys`),
+builder (`build`), reader and writer (`io`), typed accessors (`view`) and what it says about the
+machine (`env`). See README, 'Run record', and docs/record.md."""
 
 from archbench.record.build import build_record, cluster_section, in_virtual_time
 from archbench.record.env import (
@@ -21,9 +22,12 @@ from archbench.record.io import (
     study_files,
 )
 from archbench.record.schema import (
+    MIGRATIONS,
     PLACEMENTS,
     REQUIRED_KEYS,
     SCHEMA,
+    VERSION,
+    NewerSchema,
     complete,
     migrate,
     missing_keys,
@@ -32,10 +36,13 @@ from archbench.record.schema import (
 from archbench.record.view import RunRecord
 
 __all__ = [
+    "MIGRATIONS",
     "PLACEMENTS",
     "REQUIRED_KEYS",
     "RESULTS_NAME",
     "SCHEMA",
+    "VERSION",
+    "NewerSchema",
     "RunRecord",
     "append_record",
     "build_record",

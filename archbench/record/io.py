@@ -1,7 +1,8 @@
 """Writing and reading run records: one JSON object per line.
 
 The one reader: a line that is not a whole JSON object (cut by a crash, or by a copy in
-progress) is skipped and reported, and a record of an older schema version is migrated.
+progress) is skipped and reported, a record of an older schema version is migrated, and one of
+a newer version stops the read with one line naming it.
 The one rule for a study's record files: a file is itself; a folder is its `results.jsonl`
 (the sweep's), else every `.jsonl` below it except those in `report/` and the sweep's per-run
 `runs/` folders.
@@ -16,7 +17,7 @@ from typing import Any
 
 from archbench.errors import UsageError
 from archbench.jsonl import append_line
-from archbench.record.schema import migrate
+from archbench.record.schema import NewerSchema, migrate
 
 RESULTS_NAME = "results.jsonl"
 _NOT_RECORDS = frozenset({"report", "runs"})
@@ -76,7 +77,10 @@ def read_lines(paths: list[Path] | Path | str, complete_only: bool = False) -> L
             if not isinstance(record, dict):
                 out.bad.append(f"{path.name}:{number}")
                 continue
-            out.records.append(migrate(record))
+            try:
+                out.records.append(migrate(record))
+            except NewerSchema as exc:
+                raise NewerSchema(f"{path}:{number}: {exc}") from None
             out.sources.append(f"{path.name}:{number}")
             out.files.append(str(path))
     return out

@@ -1,19 +1,30 @@
 """The run record's schema: its version, the keys every record carries, and how a record of an
-older version is brought up to this one when it is read.
+older version is brought up to this one when it is read. Every key, with its type, unit and the
+version since which records carry it, is declared in archbench.record.keys.
+
+Each version's migration is named by the version it brings a record to (`migrate_to_2`,
+`migrate_to_3`); the one reader (archbench.record.io) applies them in order, says from which
+version a record came in `migrated_from`, and names what a migration worked out in `derived`
+(dotted key -> what it was derived from). A record of a version newer than this one is refused
+with one line.
 
 Version 2 adds `cluster.placement`, the canonical placement stored at write time (`dedicated`:
 no server shares a host with a worker; `colocated`: one does; `spread`: no servers, workers on
-more than one host; null: one host without servers, or hosts unknown). Version 1 records are
-migrated on read: their placement is worked out from their hosts and roles the same way, and a
-boolean `config.sync` becomes "sync" / "async".
+more than one host; null: one host without servers, or hosts unknown). `migrate_to_2` works it
+out from a version 1 record's hosts and roles the same way, and writes a boolean `config.sync`
+as "sync" / "async".
 
-Keys added to a version after records of it were written are derived on read where the record
-holds what they follow from: `timing.epoch_s` (and `timing.samples_per_epoch`), one epoch of the
-configured data set at the median step's throughput, as training computes it now; and
-`config.sync_every` / `config.sync_every_warmup_steps`: a run written before the setting existed
-synchronized every step (1 and 0 where the setting applies, null elsewhere, as training writes
-them now); `config.compression` of a p2p or ps run written when only ring could compress (null
-then) is "none", what those runs did.
+Version 3 declares every key (archbench.record.keys). Keys were added under version 2 after
+records of it had been written; `migrate_to_3` derives those that follow from what an older
+record holds, as training writes them now: `timing.epoch_s` (and `timing.samples_per_epoch`),
+one epoch of the configured data set at the median step's throughput; `config.sync_every` /
+`config.sync_every_warmup_steps` (a run written before the setting existed synchronized every
+step: 1 and 0 where the setting applies, null elsewhere); `config.compression` of a p2p or ps
+run written when only ring could compress (null then) is "none", what those runs did;
+`timing.step_s_amortized`, the median step (what it is without --sync-every) where that is a
+number;
+`timing.exposed_comm_s`, the whole exchange time (`comm_s_median`) where the part not hidden
+by overlap was not measured; `result.time_to_target_s`, read off the evaluation curve.
 """
 
 from __future__ import annotations
@@ -21,8 +32,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-SCHEMA = "archbench.run/2"
-OLDER_SCHEMAS = ("archbench.run/1",)
+from archbench.errors import UsageError
+
+SCHEMA_NAME = "archbench.run"
+VERSION = 3
+SCHEMA = f"{SCHEMA_NAME}/{VERSION}"
+OLDER_SCHEMAS = tuple(f"{SCHEMA_NAME}/{version}" for version in range(1, VERSION))
 PLACEMENTS = ("dedicated", "colocated", "spread")
 
 # The contract (README, "Run record"): keys every record carries; more may be added, none renamed.
@@ -184,7 +199,9 @@ def derive_epoch_s(record: dict[str, Any]) -> None:
         if samples is None:
             return
         timing["samples_per_epoch"] = int(samples)
+        _derived(record, "timing.samples_per_epoch", "config.dataset")
     timing["epoch_s"] = samples / rate
+    _derived(record, "timing.epoch_s", "timing.samples_per_epoch / timing.samples_per_s")
 
 
 def derive_sync_every(record: dict[str, Any]) -> None:
@@ -197,6 +214,7 @@ def derive_sync_every(record: dict[str, Any]) -> None:
     applies = SETTINGS["sync_every"].applies(str(config["arch"]))
     config["sync_every"] = 1 if applies else None
     config.setdefault("sync_every_warmup_steps", 0 if applies else None)
+    _derived(record, "config.sync_every", "config.arch")
 
 
 def derive_compression(record: dict[str, Any]) -> None:
@@ -209,24 +227,109 @@ def derive_compression(record: dict[str, Any]) -> None:
 
     if SETTINGS["compression"].applies(str(config["arch"])):
         config["compression"] = "none"
+        _derived(record, "config.compression", "config.arch")
 
 
-def migrate(record: dict[str, Any]) -> dict[str, Any]:
-    """The record as this schema writes it, in place: an older version is upgraded (and says
-    from which version in `migrated_from`), and keys added since it was written are derived."""
-    if not isinstance(record, dict):
-        return record
-    schema = record.get("schema")
-    if schema != SCHEMA:
-        config = record.get("config")
-        if isinstance(config, dict) and isinstance(config.get("sync"), bool):
-            config["sync"] = "sync" if config["sync"] else "async"
-        cluster = record.get("cluster")
-        if isinstance(cluster, dict) and "placement" not in cluster:
-            cluster["placement"] = placement_of(cluster.get("hosts"), cluster.get("roles"))
-        record["migrated_from"] = schema
-        record["schema"] = SCHEMA
+def derive_step_s_amortized(record: dict[str, Any]) -> None:
+    """`timing.step_s_amortized` for a record written before --sync-every: the median step,
+    which is what the amortized step is when one kind of step ran."""
+    timing = record.get("timing")
+    if not isinstance(timing, dict) or "step_s_amortized" in timing:
+        return
+    if number_or_none(timing.get("step_s_median")) is not None:
+        timing["step_s_amortized"] = timing["step_s_median"]
+        _derived(record, "timing.step_s_amortized", "timing.step_s_median")
+
+
+def derive_exposed_comm_s(record: dict[str, Any]) -> None:
+    """`timing.exposed_comm_s` where an older record did not measure it (absent or null): the
+    whole exchange time stands in for the part not hidden by overlap."""
+    timing = record.get("timing")
+    if not isinstance(timing, dict) or number_or_none(timing.get("exposed_comm_s")) is not None:
+        return
+    comm = number_or_none(timing.get("comm_s_median"))
+    if comm is not None:
+        timing["exposed_comm_s"] = timing["comm_s_median"]
+        _derived(record, "timing.exposed_comm_s", "timing.comm_s_median")
+
+
+def derive_time_to_target_s(record: dict[str, Any]) -> None:
+    """`result.time_to_target_s` for a record written before training stored it: the training
+    time of the first evaluation at or above `result.target_accuracy` (null: not reached)."""
+    result, timing = record.get("result"), record.get("timing")
+    if not isinstance(result, dict) or "time_to_target_s" in result:
+        return
+    target = number_or_none(result.get("target_accuracy"))
+    if target is None:
+        return
+    points = timing.get("epochs") if isinstance(timing, dict) else None
+    reached = first_point_at(points if isinstance(points, list) else [], target)
+    result["time_to_target_s"] = reached[1] if reached else None
+    _derived(record, "result.time_to_target_s", "timing.epochs")
+
+
+def _derived(record: dict[str, Any], dotted: str, source: str) -> None:
+    derived = record.setdefault("derived", {})
+    if isinstance(derived, dict):
+        derived[dotted] = source
+
+
+def migrate_to_2(record: dict[str, Any]) -> None:
+    """A version 1 record as version 2 writes it: `config.sync` as text, `cluster.placement`."""
+    config = record.get("config")
+    if isinstance(config, dict) and isinstance(config.get("sync"), bool):
+        config["sync"] = "sync" if config["sync"] else "async"
+    cluster = record.get("cluster")
+    if isinstance(cluster, dict) and "placement" not in cluster:
+        cluster["placement"] = placement_of(cluster.get("hosts"), cluster.get("roles"))
+
+
+def migrate_to_3(record: dict[str, Any]) -> None:
+    """A version 2 record as version 3 writes it: the keys added under version 2 after it was
+    written, where they follow from what it holds (see the module's docstring)."""
     derive_epoch_s(record)
     derive_sync_every(record)
     derive_compression(record)
+    derive_step_s_amortized(record)
+    derive_exposed_comm_s(record)
+    derive_time_to_target_s(record)
+
+
+# Each version's migration, by the version it brings a record to; applied in order.
+MIGRATIONS = {2: migrate_to_2, 3: migrate_to_3}
+
+
+class NewerSchema(UsageError):
+    """A record written by a newer archbench than this one."""
+
+
+def version_of(schema: Any) -> int:
+    """The version a record's `schema` names: N of "archbench.run/N" (or a bare N); 1 for a
+    record that names none it can be read as (the first schema's records, and older ones)."""
+    text = str(schema) if isinstance(schema, str | int) and not isinstance(schema, bool) else ""
+    name, _, number = text.rpartition("/")
+    if name in (SCHEMA_NAME, "") and number.isdigit():
+        return max(1, int(number))
+    return 1
+
+
+def migrate(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as this schema writes it, in place: each migration from its version's on, in
+    order (saying from which version in `migrated_from`). Raises NewerSchema for a version this
+    archbench does not know."""
+    if not isinstance(record, dict):
+        return record
+    schema = record.get("schema")
+    version = version_of(schema)
+    if version > VERSION:
+        raise NewerSchema(
+            f"run record schema {schema} is newer than this archbench reads ({SCHEMA}): "
+            "read it with a newer archbench"
+        )
+    if version == VERSION and schema == SCHEMA:
+        return record
+    for target in range(version + 1, VERSION + 1):
+        MIGRATIONS[target](record)
+    record["migrated_from"] = schema
+    record["schema"] = SCHEMA
     return record

@@ -23,7 +23,8 @@ from archbench.perfmodel.model.modelinfo import (
 from archbench.perfmodel.model.predictor import StepConfig
 from archbench.perfmodel.model.units import emulated_burst_bytes
 from archbench.record import RunRecord, latest_per_run, read_lines, study_files
-from archbench.record.schema import is_server_role
+from archbench.record.keys import field
+from archbench.record.schema import is_server_role, migrate
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def config_key(record: dict[str, Any]) -> str:
 
 def _shard_plan(view: RunRecord, num_ps: int) -> Any:
     """The plan the run recorded, else the PS trainer's planner's plan of its model."""
-    sharding = view.get("comm.ps.sharding") or {}
+    sharding = view.get(field("comm.ps.sharding")) or {}
     if sharding.get("bytes_per_server") and sharding.get("variables_per_server"):
         return (
             tuple(float(b) for b in sharding["bytes_per_server"]),
@@ -134,7 +135,7 @@ def _sparse_rows(view: RunRecord) -> tuple[float | None, tuple[int, int] | None]
     embedding's rows and width) of a run that exchanged rows sparse; (None, None) otherwise."""
     if view.config.get("sparse_exchange") != "sparse":
         return None, None
-    rows = view.get("comm.sparse_exchange.rows_per_step")
+    rows = view.get(field("comm.sparse_exchange.rows_per_step"))
     shape, classes = input_spec(view.config)
     try:
         table = embedding_shape(
@@ -147,7 +148,7 @@ def _sparse_rows(view: RunRecord) -> tuple[float | None, tuple[int, int] | None]
 
 def _row_bytes_per_server(view: RunRecord) -> tuple[tuple[float, ...], ...] | None:
     """ps with sparse rows: each worker's row bytes to and from each server, as measured."""
-    measured = view.get("comm.sparse_exchange.row_bytes_per_worker_per_server_per_step")
+    measured = view.get(field("comm.sparse_exchange.row_bytes_per_worker_per_server_per_step"))
     if not isinstance(measured, list) or not all(isinstance(row, list) for row in measured):
         return None
     try:
@@ -157,14 +158,17 @@ def _row_bytes_per_server(view: RunRecord) -> tuple[tuple[float, ...], ...] | No
 
 
 def observation_from_record(record: dict[str, Any]) -> Observation | None:
-    """The observation of a successful run, or None when the record cannot be used."""
-    view = RunRecord(record)
+    """The observation of a successful run, or None when the record cannot be used. The record
+    is read as this schema writes it (archbench.record's migration, which the reader has already
+    applied to the records it read)."""
+    view = RunRecord(migrate(record))
     if not view.ok or record.get("kind") not in (None, "run"):
         return None
     # the step over a round of local and averaging steps where --sync-every mixed them (it is
-    # the median itself otherwise; records written before it existed have only the median)
-    step_s = view.get("timing.step_s_amortized") or view.get("timing.step_s_median")
-    param_bytes = view.get("model_stats.param_bytes")
+    # the median itself otherwise, and in records written before it existed: the reader's
+    # migration gives them the median)
+    step_s = view.get(field("timing.step_s_amortized"))
+    param_bytes = view.get(field("model_stats.param_bytes"))
     config = view.config
     if not is_finite_positive(step_s) or not is_finite_positive(param_bytes):
         return None
@@ -201,8 +205,8 @@ def observation_from_record(record: dict[str, Any]) -> Observation | None:
         rows_looked_up=touched_rows if gathers_rows(view.arch) else None,
         row_bytes_per_worker_per_server=_row_bytes_per_server(view),
     )
-    compute = view.get("timing.compute_s_median")
-    comm = view.get("timing.comm_s_median")
+    compute = view.get(field("timing.compute_s_median"))
+    comm = view.get(field("timing.comm_s_median"))
     return Observation(
         run_id=str(record.get("run_id")),
         config=step,
