@@ -236,7 +236,7 @@ _TIMING = (
         timing.samples_per_epoch int samples 2
         timing.epoch_s float s 2
         timing.compute_s_median_per_rank list s 2
-        timing.dispatch_s_per_rank list s 2
+        timing.dispatch_s_per_rank list s 3
         timing.startup_s float s 2
         timing.eval_s float s 2
         timing.epochs list -
