@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 from archbench.analysis.claims import claims_table, findings
-from archbench.analysis.load import load_study
+from archbench.analysis.fmt import placement_label
+from archbench.analysis.load import format_level, load_study, normalise_placement
 
 
 def _record(run_id: str, arch: str, rate: float, exposed: float, placement: str = "") -> dict:
@@ -58,7 +59,7 @@ def test_verdicts_follow_the_intervals(tmp_path: Path) -> None:
     rates = {
         "ring": [1000, 1010, 990],
         "p2p": [500, 505, 495],
-        "ps-co-located": [480, 530, 500],
+        "ps-colocated": [480, 530, 500],
         "ps-dedicated": [166, 167, 168],
         "ps-one-host": [1500, 1510, 1490],
     }
@@ -69,7 +70,10 @@ def test_verdicts_follow_the_intervals(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     path.write_text("".join(json.dumps(record) + "\n" for record in records))
 
-    table = claims_table(load_study(path)).set_index("comparison")
+    study = load_study(path)
+    # the records' spelling in the data; the report's label only where it is shown
+    assert set(study.frame["placement"].dropna()) == {"colocated", "dedicated", "one-host"}
+    table = claims_table(study).set_index("comparison")
     assert table.loc["ring ÷ p2p", "verdict"] == "agrees"
     assert table.loc["ring ÷ p2p", "ratio"] == 2.0
     assert table.loc["p2p ÷ ps (co-located)", "verdict"] == "inconclusive"
@@ -97,3 +101,12 @@ def test_a_compute_bound_workload_is_named_so(tmp_path: Path) -> None:
     assert "compute-bound" in row["why"]
     (sentence,) = findings(claims_table(load_study(path)))
     assert "no setting of this study was communication-bound" in sentence
+
+
+def test_a_placement_is_colocated_in_the_data_and_co_located_where_shown() -> None:
+    assert normalise_placement("hostfiles/ps-colocated.txt") == "colocated"
+    assert normalise_placement("beside") == "colocated"
+    assert normalise_placement("dedicated") == "dedicated"
+    assert format_level("colocated") == placement_label("colocated") == "co-located"
+    assert format_level("dedicated") == "dedicated" and format_level("one-host") == "one-host"
+    assert format_level(2.0) == "2"

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from archbench.analysis import arch_rows
+from archbench.analysis.fmt import placement_label
 from archbench.analysis.load import Study
 from archbench.analysis.section import Column, Section, Table
 from archbench.analysis.stats import ratio_of_means
@@ -62,6 +63,9 @@ COLUMNS = [
 ]
 ORDER = ("ring", "p2p", "ps")
 CLAIMED_SLOWDOWN = (2.0, 4.0)  # claim 2: networked PS vs one local server
+NETWORKED = ("dedicated", "colocated")  # claim 2's PS placements with a link between hosts
+# Claim 3's ratio, as its rows and finding name it.
+COLOCATED_OVER_DEDICATED = f"{placement_label('colocated')} ÷ {placement_label('dedicated')}"
 
 
 def _verdict_above_one(ci_low: float, ci_high: float) -> str:
@@ -112,7 +116,7 @@ def ordering_rows(study: Study) -> list[dict]:
             ratio = ratio_of_means(
                 faster["samples_per_s"].tolist(), slower["samples_per_s"].tolist()
             )
-            worse_name = f"ps ({placement})" if placement else worse
+            worse_name = f"ps ({placement_label(placement)})" if placement else worse
             rows.append(
                 {
                     "claim": "ordering",
@@ -199,18 +203,13 @@ def _placement_row(claim: str, key: tuple, numerator: pd.DataFrame, denominator:
 def placement_rows(study: Study) -> list[dict]:
     """Claims 2 (the network against one local server) and 3 (dedicated against co-located)."""
     ok = study.ok.dropna(subset=["samples_per_s"])
-    ps = ok[
-        arch_rows.with_servers(ok) & ok["placement"].isin(["dedicated", "co-located", "one-host"])
-    ]
+    ps = ok[arch_rows.with_servers(ok) & ok["placement"].isin([*NETWORKED, "one-host"])]
     rows = []
     low, high = CLAIMED_SLOWDOWN
     for key, runs in ps.groupby(["workload", "link", "workers", "sync_mode"], dropna=False):
-        by_placement = {
-            name: runs[runs["placement"] == name]
-            for name in ("dedicated", "co-located", "one-host")
-        }
+        by_placement = {name: runs[runs["placement"] == name] for name in (*NETWORKED, "one-host")}
         local = by_placement["one-host"]
-        for networked in ("dedicated", "co-located"):
+        for networked in NETWORKED:
             if local.empty or by_placement[networked].empty:
                 continue
             rows.append(
@@ -219,19 +218,19 @@ def placement_rows(study: Study) -> list[dict]:
                     key,
                     local,
                     by_placement[networked],
-                    f"one host ÷ {networked}",
+                    f"one host ÷ {placement_label(networked)}",
                     "2-4× (networked slower)",
                     lambda ratio: _slowdown_verdict(ratio, low, high),
                 )  # fmt: skip
             )
-        if not by_placement["dedicated"].empty and not by_placement["co-located"].empty:
+        if not by_placement["dedicated"].empty and not by_placement["colocated"].empty:
             rows.append(
                 _placement_row(
                     "dedicated PS host slower",
                     key,
-                    by_placement["co-located"],
+                    by_placement["colocated"],
                     by_placement["dedicated"],
-                    "co-located ÷ dedicated",
+                    COLOCATED_OVER_DEDICATED,
                     "> 1× ('considerably slower')",
                     lambda ratio: _verdict_above_one(ratio["ci_low"], ratio["ci_high"]),
                 )  # fmt: skip
@@ -273,7 +272,7 @@ def findings(table: pd.DataFrame | None) -> list[str]:
             sentences.append(
                 "Claim 'with the PS on a dedicated host training is considerably slower than with "
                 f"it on a worker host' (research notes), over {len(rows)} matched settings: "
-                f"{tally}; measured co-located ÷ dedicated " + ", ".join(rows["measured"]) + "."
+                f"{tally}; measured {COLOCATED_OVER_DEDICATED} " + ", ".join(rows["measured"]) + "."
             )
     return sentences
 

@@ -1,10 +1,23 @@
-"""How numbers read in the report: in its sentences (findings, figure titles) and in the cells of
-its tables. One spelling everywhere: 3 significant digits, thousands separated, n/a for nothing."""
+"""How numbers and placements read in the report: in its sentences (findings, figure titles) and
+in the cells of its tables. One spelling everywhere: 3 significant digits, thousands separated,
+n/a for nothing; a placement by its label below."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+# How the report names a parameter server's placement for a reader, by the value that records,
+# settings and the report's frames and comparisons hold (archbench.settings.SERVER_PLACEMENTS,
+# archbench.record.schema.PLACEMENTS). The one table of these labels: every table cell, figure
+# label and sentence that shows a placement level takes it from here. A value not listed is
+# shown as it is.
+PLACEMENT_LABELS = {"colocated": "co-located"}
+
+
+def placement_label(value: Any) -> str:
+    """A placement as the report prints it: 'colocated' -> 'co-located', 'dedicated' as it is."""
+    return PLACEMENT_LABELS.get(value, value) if isinstance(value, str) else str(value)
 
 
 def num(value: float, digits: int = 3) -> str:

@@ -16,11 +16,13 @@ from typing import Any
 import pandas as pd
 
 from archbench.analysis.fidelity import fidelity_notes
+from archbench.analysis.fmt import placement_label
 from archbench.analysis.machine_load import overload_note
 from archbench.bandwidth import bits_or_none
 from archbench.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files
 from archbench.record.keys import field as declared_field
+from archbench.settings import SERVER_PLACEMENTS
 
 # Factor names that mark repetitions of one configuration, not a factor of the study.
 REPLICATE_NAMES = frozenset({"rep", "repetition", "repeat", "replicate", "seed", "run", "run_id"})
@@ -39,7 +41,9 @@ DERIVED_CONFIG_KEYS = frozenset(
         "timeline",
     }
 )
-PLACEMENTS = ("dedicated", "co-located", "one-host")
+# The placements of a parameter server a study names (dedicated, colocated, one-host), spelled
+# as settings and records spell them; the report's labels for them are archbench.analysis.fmt's.
+PLACEMENTS = SERVER_PLACEMENTS
 # A run's throughput at a slow (p90) and a fast (p10) step: its within-run spread.
 AT_STEP_P90, AT_STEP_P10 = "samples_per_s_at_step_p90", "samples_per_s_at_step_p10"
 
@@ -198,26 +202,24 @@ def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def normalise_placement(level: Any) -> Any:
-    """Map the many ways of naming a placement onto `dedicated` / `co-located`."""
+    """Map the many ways of naming a placement (e.g. a hostfile's name) onto `dedicated` /
+    `colocated`, as records spell them."""
     if not isinstance(level, str):
         return level
     # A hostfile path names its layout in its file name (e.g. hostfiles/ps-dedicated.txt).
     text = level.lower().replace("_", "-").rsplit("/", 1)[-1]
     if any(word in text for word in ("colocated", "co-located", "shared", "beside")):
-        return "co-located"
+        return "colocated"
     if any(word in text for word in ("dedicated", "separate")):
         return "dedicated"
     return level
 
 
-# The record's canonical placement -> this report's name for the two PS layouts.
-_PLACEMENT_LABELS = {"dedicated": "dedicated", "colocated": "co-located"}
-
-
 def placement_from_hosts(record: RunRecord) -> str | None:
-    """`dedicated` when no PS rank shares a host with a worker, else `co-located` (None for
-    runs without servers)."""
-    return _PLACEMENT_LABELS.get(record.placement)
+    """`dedicated` when no PS rank shares a host with a worker, else `colocated` (the record's
+    placement; None for runs without servers, or hosts unknown)."""
+    placement = record.placement
+    return placement if placement in ("dedicated", "colocated") else None
 
 
 def _is_missing(value: Any) -> bool:
@@ -423,14 +425,15 @@ def level_sort_key(level: Any) -> tuple[int, float, str]:
 
 
 def format_level(level: Any) -> str:
-    """A factor level as a short label: 2.0 -> '2', True -> 'true', None -> 'n/a'."""
+    """A factor level as a short label: 2.0 -> '2', True -> 'true', None -> 'n/a', a placement
+    by its label ('colocated' -> 'co-located')."""
     if _is_missing(level):
         return "n/a"
     if isinstance(level, bool):
         return "true" if level else "false"
     if isinstance(level, float) and level.is_integer():
         return str(int(level))
-    return str(level)
+    return placement_label(level)
 
 
 # Read from the derived columns instead (the sweep also copies them into config).

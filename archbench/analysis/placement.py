@@ -50,13 +50,12 @@ class Comparison:
 
     @property
     def columns(self) -> list[Column]:
-        accuracy = Column(
-            "accuracy_diff", f"accuracy {self.numerator} − {self.denominator} (points)", as_points
-        )
+        top, bottom = format_level(self.numerator), format_level(self.denominator)
+        accuracy = Column("accuracy_diff", f"accuracy {top} − {bottom} (points)", as_points)
         return [
             Column("setting", "setting"),
-            Column("numerator_samples_per_s", f"{self.numerator} samples/s"),
-            Column("denominator_samples_per_s", f"{self.denominator} samples/s"),
+            Column("numerator_samples_per_s", f"{top} samples/s"),
+            Column("denominator_samples_per_s", f"{bottom} samples/s"),
             Column("ratio", "ratio", as_times),
             Column("ci_low", "95% CI low"),
             Column("ci_high", "95% CI high"),
@@ -79,7 +78,7 @@ PLACEMENT = Comparison(
     "placement_ratio",
     "placement",
     "dedicated",
-    "co-located",
+    "colocated",
     "sync_mode",
     "dedicated PS host ÷ PS co-located with a worker",
     short=("ded.", "co-loc."),
@@ -114,7 +113,7 @@ def _setting_label(key: dict[str, object], varying: list[str], comparison: Compa
                 parts.append(str(value))
         elif column == comparison.other_column:
             if value not in (None, "None", "nan"):
-                parts.append(str(value))
+                parts.append(format_level(value))
         elif column == "workers":
             parts.append(f"{format_level(float(value))} workers")
         elif column == "link":
@@ -233,7 +232,10 @@ def plot_ratios(tables: list[tuple[Comparison, pd.DataFrame]], fig_dir: Path) ->
         ax.axvline(1.0, color="black", linestyle="--", linewidth=1, label="no difference (1×)")
         ax.set_yticks(ys)
         ax.set_yticklabels(table["setting"])
-        ax.set_xlabel(f"throughput ratio, {comparison.numerator} ÷ {comparison.denominator} (×)")
+        ax.set_xlabel(
+            "throughput ratio, "
+            f"{format_level(comparison.numerator)} ÷ {format_level(comparison.denominator)} (×)"
+        )
         values = np.r_[
             table["ci_low"],
             table["ci_high"],
@@ -326,7 +328,7 @@ def build(study: Study, fig_dir: Path) -> Section:
         return section.skip(
             "PS placement and sync mode", "the study has no successful parameter-server run"
         )
-    nominal = ps[(ps["placement"] == "dedicated") & (ps["placement_hosts"] == "co-located")]
+    nominal = ps[(ps["placement"] == "dedicated") & (ps["placement_hosts"] == "colocated")]
     if len(nominal):
         section.notes.append(
             f"{len(nominal)} run(s) labelled `dedicated` had their PS on a host that also ran a "
@@ -335,13 +337,10 @@ def build(study: Study, fig_dir: Path) -> Section:
     drawn = []
     for comparison in (PLACEMENT, SYNC):
         levels = set(ps[comparison.arm_column].dropna())
-        what = (
-            "PS placement (dedicated vs co-located)"
-            if comparison is PLACEMENT
-            else "PS sync vs async"
-        )
+        sides = f"{format_level(comparison.numerator)} vs {format_level(comparison.denominator)}"
+        what = f"PS placement ({sides})" if comparison is PLACEMENT else "PS sync vs async"
         if not {comparison.numerator, comparison.denominator} <= levels:
-            have = ", ".join(sorted(map(str, levels))) or "none recorded"
+            have = ", ".join(sorted(map(format_level, levels))) or "none recorded"
             section.skip(what, f"the PS runs cover only one side (levels: {have})")
             continue
         table = ratio_table(study, comparison)

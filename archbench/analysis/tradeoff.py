@@ -151,12 +151,6 @@ def _mean_ci(values: pd.Series) -> tuple[float, float]:
     return float(values.mean()), mean_ci_halfwidth(float(values.std()), float(len(values)))
 
 
-def _step_seconds(runs: pd.DataFrame) -> pd.Series:
-    """The amortized step where recorded (it is the median step when H = 1), else the median."""
-    amortized = runs["step_s_amortized"] if "step_s_amortized" in runs else None
-    return runs["step_s"] if amortized is None else amortized.fillna(runs["step_s"])
-
-
 def _partition_seconds(runs: pd.DataFrame) -> float:
     """Mean time the data and row partitioning took (nan where neither was timed)."""
     parts = [runs[c] for c in ("data_partition_s", "param_partition_s") if c in runs]
@@ -188,7 +182,8 @@ def tradeoff_table(study: Study) -> pd.DataFrame:
                 "bytes_per_step": runs["bytes_per_step"].mean(),
                 "epoch_s": epoch,
                 "epoch_s_ci": epoch_ci,
-                "step_s": _step_seconds(runs).mean(),
+                # amortized (the median step when H = 1; an older record's, from migrate_to_3)
+                "step_s": runs["step_s_amortized"].mean(),
                 "exposed_comm_s": runs["exposed_comm_s"].mean(),
                 "pipelined_s": runs["pipelined_s"].mean(),
                 "first_layer_lead_s": runs["first_layer_lead_s"].mean(),

@@ -156,9 +156,10 @@ def predict_candidates(
 
 def measured_step_s(record: dict[str, Any]) -> Any:
     """The measured step the model predicts: amortized over local and averaging steps where
-    --sync-every mixed them (the median itself otherwise, and in records without the key)."""
+    --sync-every mixed them (the median itself otherwise). Records come through the migrating
+    reader (archbench.record), whose `migrate_to_3` gives an older record the median here."""
     timing = record.get("timing") or {}
-    return timing.get("step_s_amortized") or timing.get("step_s_median")
+    return timing.get("step_s_amortized")
 
 
 def attach_convergence(
