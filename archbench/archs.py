@@ -156,6 +156,12 @@ BASELINES: frozenset[str] = frozenset(n for n, a in ARCHS.items() if a.is_baseli
 WITH_HOROVOD: frozenset[str] = frozenset(n for n, a in ARCHS.items() if a.uses_horovod)
 
 
+def sort_key(name: object) -> tuple[int, str]:
+    """Orders architecture names as every table and figure lists them (unknown names last)."""
+    text = str(name)
+    return (ARCHITECTURES.index(text) if text in ARCHITECTURES else len(ARCHITECTURES), text)
+
+
 def arch(name: str) -> Architecture:
     """The descriptor of `name`; KeyError names the known ones."""
     try:

@@ -13,6 +13,7 @@ Usage: python benchmarks/compute_fidelity.py [--study runs/fidelity.yaml] [--no-
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             "  OVERSUBSCRIBED" if run["run_id"] in busy else ""
         )
         load = "same" if row["baseline_same_load"] else "other"
-        calls = [value for value in run.get("dispatch_s_per_worker", []) if value == value]
+        calls = [value for value in run.get("dispatch_s_per_worker", []) if not math.isnan(value)]
         call = f"{1000 * statistics.median(calls):7.3f}" if calls else f"{'-':>7}"
         print(
             f"{run['workload']:<8} {run['arch']:<6} {int(run['workers']):>2} "

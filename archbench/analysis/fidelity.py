@@ -2,16 +2,18 @@
 machine's cores against the nodes' demand.
 
 On a real cluster a worker's compute (forward + backward, `timing.compute_s_median_per_rank`)
-does not change with the number of workers. Part of a compute pass is the engine's own call, not
-the model's work (`timing.dispatch_s_per_rank`, the call timed with nothing to compute): the notes
-give its median per architecture, so a reader sees how much of a drift is that call (a parameter
-server's session run costs more than a tf.function). It is not subtracted: timed once per run
-apart from the compute passes, it can be as large as the whole pass and as noisy. On the emulated cluster it does when nodes share
+does not change with the number of workers. On the emulated cluster it does when nodes share
 cores or a node's own threads eat its virtual cores, and then every comparison of architectures
 measures that instead. So a run on the emulated cluster is judged against the `single` runs of
 the same study with the same workload and per-worker batch, and each `single` run against the
 other `single` runs (are the nodes alike?): a worker whose compute differs from that baseline by
 more than `DRIFT_LIMIT` is named under the report's *Data quality*.
+
+Part of a compute pass is the engine's own call, not the model's work (`timing.dispatch_s_per_rank`,
+the call timed with nothing to compute): the notes give its median per architecture, so a reader
+sees how much of a drift is that call (a parameter server's session run costs more than a
+tf.function). It is not subtracted: timed once per run apart from the compute passes, it can be as
+large as the whole pass and as noisy.
 
 The nodes of one machine also share its memory and caches: two nodes computing at once slow each
 other down a little however their cores are capped. A baseline measured with companions (W - 1
@@ -36,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from archbench.analysis import arch_rows
-from archbench.archs import ARCHITECTURES, is_baseline
+from archbench.archs import is_baseline, sort_key
 
 DRIFT_LIMIT = 0.10
 # Waiting for a core per second of CPU a node's threads used: a few percent is the scheduler's
@@ -239,9 +241,9 @@ def _dispatch_words(ok: pd.DataFrame) -> str:
             calls[name] = float(np.median(values))
     if not calls:
         return ""
-    ordered = [name for name in ARCHITECTURES if name in calls]
-    ordered += sorted(set(calls) - set(ordered))
-    listed = ", ".join(f"{name} {1000 * calls[name]:.2f} ms" for name in ordered)
+    listed = ", ".join(
+        f"{name} {1000 * calls[name]:.2f} ms" for name in sorted(calls, key=sort_key)
+    )
     return (
         " Of each compute pass, the engine's own call, timed with nothing to compute "
         f"(`timing.dispatch_s_per_rank`, median per call): {listed}."

@@ -132,11 +132,16 @@ class Trainer(ABC):
         """Forward + backward on this worker's batch, nothing exchanged, the result dropped: the
         repeated passes of a probe's compute window (see `archbench.loop.steady_compute`)."""
 
-    @abstractmethod
+    _dispatch = None  # the empty tf.function, made at the first call (the tracing probe's)
+
     def dispatch_pass(self, x, y) -> None:
         """The engine's call that `compute_pass` makes, with the same batch and nothing to
-        compute: what a pass costs besides forward + backward (TensorFlow's function call; the
-        parameter server's session run). Timed once per run (`timing.dispatch_s`)."""
+        compute: what a pass costs besides forward + backward (here TensorFlow's function call;
+        the parameter server's trainer runs its session instead). Timed once per run
+        (`timing.dispatch_s_per_rank`)."""
+        if self._dispatch is None:
+            self._dispatch = empty_call()
+        float(self._dispatch(x, y))
 
     def serve(self) -> None:
         """Non-worker roles (parameter servers) run here until the workers are done."""
@@ -191,7 +196,6 @@ class KerasTrainer(Trainer):
         self.optimizer = make_optimizer(self.config)
         self.loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         self._compute = tf.function(self._compute_gradients)
-        self._dispatch = empty_call()
         self._exchange_and_apply = tf.function(self._exchange_apply)
         self._fused = tf.function(self._build_fused_step())
         if self.schedule.local_steps:  # --sync-every > 1
@@ -247,9 +251,6 @@ class KerasTrainer(Trainer):
 
     def compute_pass(self, x, y) -> None:
         float(self._compute(x, y)[0])  # done only when its results exist
-
-    def dispatch_pass(self, x, y) -> None:
-        float(self._dispatch(x, y))
 
     def probe_step(self, x, y) -> tuple[float, float, float]:
         start = time.perf_counter()

@@ -57,7 +57,7 @@ from archbench.p2p.sgd import ShardSGD
 from archbench.p2p.shards import ShardPlan
 from archbench.tensor_partition import PartitionSpec
 from archbench.timeline.spans import UPDATE
-from archbench.trainers.base import Trainer, empty_call
+from archbench.trainers.base import Trainer
 
 
 class P2PTrainer(Trainer):
@@ -112,7 +112,6 @@ class P2PTrainer(Trainer):
         self.topk = TopK(self.plan.elements, self.spec) if self.spec.sparse else None
 
         self._gradients = tf.function(self._flat_gradients)
-        self._dispatch = empty_call()
         # --sparse-exchange sparse: the embeddings' touched rows travel, not the whole tables
         embeddings = sparse_rows.embedding_variables(self.model)
         self.row_sparse = [
@@ -284,9 +283,6 @@ class P2PTrainer(Trainer):
         loss, flat = self._gradients(x, y)
         np.asarray(flat)
         float(loss)
-
-    def dispatch_pass(self, x, y) -> None:
-        float(self._dispatch(x, y))
 
     def probe_step(self, x, y) -> tuple[float, float, float]:
         if self.row_sparse:
