@@ -128,11 +128,16 @@ def between_runs(group: WarmGroup) -> None:
 
 
 def finish_group() -> None:
-    """MPI outlives the group's runs: finalized here, once (its ranks wait for each other)."""
+    """MPI outlives the group's runs: finalized here, once (its ranks wait for each other).
+    Horovod goes first where a run started it: its background thread calls MPI until
+    `hvd.shutdown()`, and MPI finalized under it crashes the process."""
     import sys
 
     if "mpi4py.MPI" not in sys.modules:
         return
+    horovod = sys.modules.get("horovod.tensorflow")
+    if horovod is not None and horovod.is_initialized():
+        horovod.shutdown()
     from mpi4py import MPI  # already loaded by the runs (checked above): no new initialisation
 
     if MPI.Is_initialized() and not MPI.Is_finalized():

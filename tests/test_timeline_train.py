@@ -23,26 +23,63 @@ RUN = ["--model", "mlp", "--steps", str(STEPS), "--eval-samples", "200"]
 LAUNCH = {"ring": ("horovodrun", 2), "p2p": ("mpirun", 2), "ps": ("mpirun", 3)}
 
 
-@pytest.fixture(scope="module")
-def traced(tmp_path_factory) -> dict[str, tuple[dict, dict, Path]]:
-    """arch -> (record, trace, trace path), all records in one results.jsonl."""
-    folder = tmp_path_factory.mktemp("traced")
+def _trace_each(folder: Path, warm: bool) -> dict[str, tuple[dict, dict, Path]]:
+    """arch -> (record, trace, trace path) of one traced run per architecture, all records in
+    one results.jsonl. Warm: the traced run is the second of a warm group (a runs file) whose
+    first trained something else (traced too for ring: Horovod records a timeline only when told
+    at its initialisation, so the sweep groups traced ring runs with traced ones only)."""
     out = folder / "results.jsonl"
     runs = {}
     for arch, (launcher, np) in LAUNCH.items():
         path = folder / f"{arch}.json"
-        flag = "--timeline-file" if launcher == "horovodrun" else "--timeline"  # see settings
-        proc, records = run_train(
-            ["--arch", arch, *RUN, flag, str(path)], out=out, launcher=launcher, np=np
-        )
+        if warm:
+            first = ["--timeline", str(folder / f"{arch}-first.json")] if arch == "ring" else []
+            group = [
+                ["--arch", arch, *RUN, "--seed", "5", "--lr", "0.2", *first],
+                ["--arch", arch, *RUN, "--timeline", str(path)],
+            ]
+            runs_file = folder / f"{arch}-group.json"
+            runs_file.write_text(json.dumps({"group": f"traced-{arch}", "runs": [
+                {"run_id": f"{arch}-{n}", "argv": [*words, "--out", str(out), "--run-id",
+                                                   f"{arch}-{n}"]}
+                for n, words in enumerate(group)
+            ]}))  # fmt: skip
+            proc, records = run_train(
+                ["--runs-file", str(runs_file)], out=None, launcher=launcher, np=np
+            )
+            records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+            assert [r["launch"]["position"] for r in records[-2:]] == [1, 2]
+        else:
+            flag = "--timeline-file" if launcher == "horovodrun" else "--timeline"  # see settings
+            proc, records = run_train(
+                ["--arch", arch, *RUN, flag, str(path)], out=out, launcher=launcher, np=np
+            )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         runs[arch] = (records[-1], json.loads(path.read_text()), path)
     return runs
 
 
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory) -> dict[str, tuple[dict, dict, Path]]:
+    """One traced run per architecture, each a launch of its own."""
+    return _trace_each(tmp_path_factory.mktemp("traced"), warm=False)
+
+
+@pytest.fixture(scope="module")
+def traced_warm(tmp_path_factory) -> dict[str, tuple[dict, dict, Path]]:
+    """One traced run per architecture, each following another run in a warm group's launch."""
+    return _trace_each(tmp_path_factory.mktemp("traced-warm"), warm=True)
+
+
+@pytest.fixture(params=["cold", "warm"])
+def traced_any(request) -> dict[str, tuple[dict, dict, Path]]:
+    """A traced run alone, and one in a warm group: each must trace the same way."""
+    return request.getfixturevalue("traced" if request.param == "cold" else "traced_warm")
+
+
 @pytest.mark.parametrize("arch", list(LAUNCH))
-def test_the_trace_follows_the_format_and_shows_every_rank(traced, arch):
-    record, trace, _ = traced[arch]
+def test_the_trace_follows_the_format_and_shows_every_rank(traced_any, arch):
+    record, trace, _ = traced_any[arch]
     assert problems(trace) == []
     names = {
         e["pid"]: e["args"]["name"]
@@ -59,8 +96,8 @@ def test_the_trace_follows_the_format_and_shows_every_rank(traced, arch):
 
 
 @pytest.mark.parametrize("arch", list(LAUNCH))
-def test_traced_steps_are_left_out_of_the_step_statistics(traced, arch):
-    record, _, path = traced[arch]
+def test_traced_steps_are_left_out_of_the_step_statistics(traced_any, arch):
+    record, _, path = traced_any[arch]
     timing, timeline = record["timing"], record["timeline"]
     assert timing["timed_steps"] == STEPS - 5 - 3  # warm-up and traced steps out, as probes
     assert timeline["file"] == str(path)
@@ -75,10 +112,10 @@ def test_traced_steps_are_left_out_of_the_step_statistics(traced, arch):
 
 
 @pytest.mark.parametrize("arch", list(LAUNCH))
-def test_the_ranks_clocks_are_aligned(traced, arch):
+def test_the_ranks_clocks_are_aligned(traced_any, arch):
     """A synchronous step ends with an exchange every worker takes part in, so after alignment
     each step's frames on the workers overlap in time (by more than the clock bound)."""
-    record, trace, _ = traced[arch]
+    record, trace, _ = traced_any[arch]
     clock = trace["otherData"]["clock"]
     assert clock["offset_us"][0] == 0 and len(clock["bound_us"]) == record["cluster"]["world_size"]
     bound_us = max(clock["bound_us"])
@@ -99,8 +136,8 @@ def _spans(trace: dict, rank: int, cat: str | None = None) -> list[dict]:
     ]
 
 
-def test_ring_spans_merge_horovods_timeline_on_every_rank(traced):
-    _, trace, _ = traced["ring"]
+def test_ring_spans_merge_horovods_timeline_on_every_rank(traced_any):
+    _, trace, _ = traced_any["ring"]
     for rank in (0, 1):
         layers = {e["args"].get("layer") for e in _spans(trace, rank, "backward")}
         assert {"hidden", "logits"} <= layers, "backward per layer"
@@ -117,8 +154,8 @@ def test_ring_spans_merge_horovods_timeline_on_every_rank(traced):
             assert "rank 1's readiness mark" in event["args"]["source"]
 
 
-def test_p2p_spans_are_each_send_receive_and_wait(traced):
-    record, trace, _ = traced["p2p"]
+def test_p2p_spans_are_each_send_receive_and_wait(traced_any):
+    record, trace, _ = traced_any["p2p"]
     shard_bytes = record["comm"]["shard_plan"]
     for rank, peer in ((0, 1), (1, 0)):
         comm = _spans(trace, rank, "comm")
@@ -137,8 +174,8 @@ def test_p2p_spans_are_each_send_receive_and_wait(traced):
     assert shard_bytes  # the plan the messages carry
 
 
-def test_ps_spans_hold_pushes_pulls_and_the_servers_work(traced):
-    _, trace, _ = traced["ps"]
+def test_ps_spans_hold_pushes_pulls_and_the_servers_work(traced_any):
+    _, trace, _ = traced_any["ps"]
     server = _spans(trace, 0)
     assert {e["cat"] for e in server} >= {"comm", "update", "wait"}
     assert any(e["name"].startswith("aggregate") for e in server)

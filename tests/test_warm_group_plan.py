@@ -63,7 +63,7 @@ def test_runs_group_by_layout_and_keep_their_order(tmp_path):
     assert cold_groups(plan.runs) == [[run] for run in plan.runs]
 
 
-def test_gloo_and_traced_runs_get_a_launch_each(tmp_path):
+def test_gloo_runs_get_a_launch_each_and_traced_ring_runs_share_with_traced_ones(tmp_path):
     spec, plan = plan_of(
         tmp_path,
         STUDY.replace("fusion_threshold_mb: [16, 64]", "controller: [mpi, gloo]").replace(
@@ -77,7 +77,18 @@ def test_gloo_and_traced_runs_get_a_launch_each(tmp_path):
     traced = STUDY.replace("repetitions: 2", "repetitions: 2\ntimeline: true")
     _, traced_plan = plan_of(tmp_path, traced.replace("fixed: {", "fixed: {probe_every: 5, "))
     assert all(run.traced for run in traced_plan.runs)
-    assert all(len(group) == 1 for group in warm_groups(traced_plan.runs))
+    # a traced run joins its layout's launch; ring's layout also holds whether it traces, since
+    # Horovod reads HOROVOD_TIMELINE at its initialisation (see the untraced grouping above)
+    traced_groups = warm_groups(traced_plan.runs)
+    assert sorted(len(group) for group in traced_groups) == [4, 4, 4]
+    assert all(len({layout_key(run) for run in group}) == 1 for group in traced_groups)
+    untraced_ring = next(run for run in plan_of(tmp_path, STUDY)[1].runs if run.arch == "ring")
+    traced_ring = next(
+        run
+        for run in traced_plan.runs
+        if run.arch == "ring" and run.config == {**untraced_ring.config, "probe_every": 5}
+    )
+    assert layout_key(untraced_ring) != layout_key(traced_ring)
 
 
 ALSO = """
@@ -125,9 +136,12 @@ def test_also_blocks_add_configurations_with_their_own_repetitions_and_traces(tm
         "arch": "ring", "lr": 0.2, "model": "mlp",
     }  # fmt: skip
     assert by_config[("p2p", "mlp", None, False)][0].factors["model"] == "mlp"
-    # traced runs launch alone; the block's untraced ring runs join the study's ring launch
+    # the traced p2p run joins the study's p2p launch; the traced ring run launches apart from
+    # the untraced ring runs (Horovod's timeline is set at its initialisation)
     groups = warm_groups(plan.runs)
-    assert sorted(len(g) for g in groups) == [1, 1, 3, 6]
+    assert sorted(len(g) for g in groups) == [1, 4, 6]
+    [traced_ring] = [g for g in groups if len(g) == 1]
+    assert traced_ring[0].arch == "ring" and traced_ring[0].traced
     # ids of the study's own runs do not depend on the blocks
     _, alone = plan_of(tmp_path, ALSO.split("also:")[0])
     assert {r.run_id for r in alone.runs} <= {r.run_id for r in plan.runs}

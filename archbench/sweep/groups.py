@@ -4,8 +4,11 @@ Runs share a launch when nothing a rank fixes at start-up differs between them: 
 its controller, the architecture (its roles per rank), the ranks per host and their placement,
 the emulated link, the threads per process (TensorFlow fixes them at its first operation), and
 for `ring` what Horovod and MPI read when they initialise (fusion threshold, cycle time, the
-allreduce algorithm): Horovod is initialised once per launch. Runs that cannot share one (Gloo's
-rendezvous is set up once per launch; a timeline is captured per process) run alone.
+allreduce algorithm): Horovod is initialised once per launch. A traced run (`timeline:`) joins
+its layout's launch, except for the Horovod architectures: Horovod records its own timeline only
+when `HOROVOD_TIMELINE` is set at its initialisation, and that makes its coordinator work harder
+every cycle, so traced Horovod runs share launches with traced ones only. Gloo runs (their
+rendezvous is set up once per launch) run alone.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ _FIXED_AT_HOROVOD_INIT = ("fusion_threshold_mb", "cycle_time_ms", "allreduce_alg
 def layout_key(run: PlannedRun) -> str | None:
     """What a run's launch fixes, as a key; None for a run that needs a launch of its own."""
     config = run.config
-    if run.traced or config.get("controller") == "gloo":
+    if config.get("controller") == "gloo":
         return None
     fixed: dict[str, Any] = {
         "launched": run.launched,
@@ -36,6 +39,7 @@ def layout_key(run: PlannedRun) -> str | None:
     fixed.update({name: config.get(name) for name in _FIXED_AT_START})
     if uses_horovod(run.arch):
         fixed.update({name: config.get(name) for name in _FIXED_AT_HOROVOD_INIT})
+        fixed["horovod_timeline"] = run.traced  # read at hvd.init (archbench.timeline.horovod)
     return json.dumps(fixed, sort_keys=True, default=str)
 
 
