@@ -234,6 +234,36 @@ def test_ring_bytes_per_step():
     assert math.isclose(none / power, 4 * MLP_ELEMENTS / (4 * 2238))
 
 
+def test_a_runs_compression_is_read_once_from_its_config_and_answers_what_the_ring_asks():
+    from types import SimpleNamespace
+
+    from archbench.config import TrainConfig
+
+    hvd = SimpleNamespace(Compression=SimpleNamespace(fp16="hvd-fp16", none="hvd-none"))
+    config = TrainConfig(arch="ring", compression="fp16")
+    spec = config.compression_spec
+    assert spec is config.compression_spec  # kept, not read again
+    assert spec == CompressionSpec("fp16")
+    assert spec.horovod_compression(hvd) == "hvd-fp16" and not spec.own_exchange
+    # the record keeps the setting as given, not the typed value
+    assert config.as_record(2, 2)["compression"] == "fp16"
+    assert "compression_spec" not in config.as_record(2, 2)
+    for method, own in (("none", False), ("topk", True), ("powersgd", True)):
+        other = TrainConfig(arch="ring", compression=method).compression_spec
+        assert other.horovod_compression(hvd) == "hvd-none" and other.own_exchange is own
+    topk = TrainConfig(arch="p2p", compression="topk", compression_ratio=0.05, error_feedback="off")
+    assert topk.compression_spec == CompressionSpec("topk", ratio=0.05, error_feedback=False)
+
+
+def test_an_unknown_compression_is_refused_in_one_line():
+    from archbench.config import TrainConfig
+    from archbench.errors import UsageError
+
+    with pytest.raises(UsageError) as refused:
+        _ = TrainConfig(arch="ring", compression="zip").compression_spec
+    assert str(refused.value) == "--compression 'zip' is not one of none, fp16, topk, powersgd"
+
+
 @pytest.mark.parametrize(
     "arch,method,sync,carried",
     [

@@ -27,8 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from archbench.archs import has_servers
+from archbench.errors import UsageError
 
 METHODS = ("none", "fp16", "topk", "powersgd")
+# Methods whose exchange is their own (top-k's selection, PowerSGD's factors, each with error
+# feedback), in place of the architecture's dense one; none and fp16 keep the dense exchange.
+OWN_EXCHANGE = ("topk", "powersgd")
 # What each architecture can carry (settings that do not apply to an architecture, e.g. any
 # compression on `single`, are not judged).
 CARRIED_BY: dict[str, tuple[str, ...]] = {
@@ -77,8 +81,12 @@ class CompressionSpec:
 
     @classmethod
     def from_config(cls, config: Any) -> CompressionSpec:
+        """The compression a run's settings ask for; UsageError (one line) for an unknown method."""
+        method = config.compression or "none"
+        if method not in METHODS:
+            raise UsageError(f"--compression {method!r} is not one of {', '.join(METHODS)}")
         return cls(
-            method=config.compression or "none",
+            method=method,
             ratio=float(config.compression_ratio),
             rank=int(config.powersgd_rank),
             warmup_steps=int(config.compression_warmup_steps),
@@ -87,7 +95,24 @@ class CompressionSpec:
 
     @property
     def sparse(self) -> bool:
+        """Top-k: a selection of entries travels, values with their indices."""
         return self.method == "topk"
+
+    @property
+    def low_rank(self) -> bool:
+        """PowerSGD: low-rank factors travel, in two rounds of allreduce (P, then Q)."""
+        return self.method == "powersgd"
+
+    @property
+    def own_exchange(self) -> bool:
+        """Whether the method exchanges gradients its own way (a compressor's), not through the
+        architecture's dense exchange (which fp16 only narrows)."""
+        return self.method in OWN_EXCHANGE
+
+    def horovod_compression(self, hvd: Any) -> Any:
+        """Horovod's compressor for its own allreduce: fp16's cast, or none (the methods with an
+        exchange of their own run it outside Horovod's compression)."""
+        return hvd.Compression.fp16 if self.method == "fp16" else hvd.Compression.none
 
     def kept_share(self, step: int) -> float:
         """Share of the entries top-k keeps at `step` (from 0): dense at step 0 of a warm-up,

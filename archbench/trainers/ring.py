@@ -73,9 +73,8 @@ class RingTrainer(KerasTrainer):
         # setting read at init (fusion threshold, cycle time, allreduce algorithm, controller).
         hvd.init()
         self.check_world("Horovod", hvd.rank(), hvd.size())
-        self.compression = (
-            hvd.Compression.fp16 if self.config.compression == "fp16" else hvd.Compression.none
-        )
+        spec = self.config.compression_spec
+        self.hvd_compression = spec.horovod_compression(hvd)  # fp16's cast, or none
         import tensorflow as tf
 
         # --sparse-exchange sparse: rows gathered per row-sparse variable (counted in the steps)
@@ -87,12 +86,8 @@ class RingTrainer(KerasTrainer):
         # Every rank built the same initial weights from the seed; broadcasting makes it a fact.
         hvd.broadcast_variables(self.model.variables, root_rank=0)
         # top-k or PowerSGD: the compressor's exchange replaces Horovod's allreduce
-        import tensorflow as tf
-
-        from archbench.compression import CompressionSpec
         from archbench.compression.ring import ring_compressor
 
-        spec = CompressionSpec.from_config(self.config)
         variables = self.model.trainable_variables
         self.compressor = ring_compressor(tf, hvd, spec, variables, hvd.size(), self.config.seed)
 
@@ -113,7 +108,9 @@ class RingTrainer(KerasTrainer):
         if not self.sparse:  # densify, then allreduce (sparse_as_dense)
             grads = [tf.convert_to_tensor(g) for g in grads]
         # an IndexedSlices is allgathered (its rows and indices), a tensor allreduced
-        reduced = [hvd.allreduce(g, op=hvd.Average, compression=self.compression) for g in grads]
+        reduced = [
+            hvd.allreduce(g, op=hvd.Average, compression=self.hvd_compression) for g in grads
+        ]
         self._count_gathered_rows(reduced)
         return reduced
 
@@ -135,7 +132,7 @@ class RingTrainer(KerasTrainer):
                 self._gathered_rows[index].assign_add(rows)
 
     def _build_fused_step(self):
-        if self.config.compression in ("topk", "powersgd"):
+        if self.config.compression_spec.own_exchange:
             return super()._build_fused_step()  # compute, then the compressor's exchange
         import tensorflow as tf
 
@@ -146,7 +143,7 @@ class RingTrainer(KerasTrainer):
                 logits = self.model(x, training=True)
                 loss = self.loss_fn(y, logits)
             tape = hvd.DistributedGradientTape(
-                tape, compression=self.compression, sparse_as_dense=not self.sparse
+                tape, compression=self.hvd_compression, sparse_as_dense=not self.sparse
             )
             grads = tape.gradient(loss, self.model.trainable_variables)
             self._count_gathered_rows(grads)
@@ -178,7 +175,7 @@ class RingTrainer(KerasTrainer):
 
         workers = self.num_workers
         gradient_bytes = parameter_stats(self.model)["param_bytes"] - self._row_sparse_dense_bytes()
-        if self.config.compression == "fp16":
+        if self.config.compression_spec.method == "fp16":
             gradient_bytes //= 2
         per_step = int(round(2 * (workers - 1) / workers * gradient_bytes)) if workers > 1 else 0
         method = "analytic: ring allreduce, 2(W-1)/W x gradient bytes"
