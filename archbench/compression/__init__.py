@@ -47,6 +47,7 @@ WHY_NOT: dict[tuple[str, str], str] = {
     ("ps", "powersgd"): "PowerSGD allreduces low-rank factors, and the servers take shards",
 }
 VALUE_BYTES = 4  # float32 values
+FP16_BYTES = 2  # a value as fp16 casts it for the wire
 INDEX_BYTES = 4  # int32 indices (ring allgather, p2p messages)
 PS_INDEX_BYTES = 8  # TensorFlow's sparse accumulators take int64 indices
 
@@ -108,6 +109,15 @@ class CompressionSpec:
         """Whether the method exchanges gradients its own way (a compressor's), not through the
         architecture's dense exchange (which fp16 only narrows)."""
         return self.method in OWN_EXCHANGE
+
+    @property
+    def wire_value_bytes(self) -> int:
+        """Bytes a float32 gradient value takes in the dense exchange: fp16 casts it to 2."""
+        return FP16_BYTES if self.method == "fp16" else VALUE_BYTES
+
+    def dense_wire_bytes(self, dense_bytes: int) -> int:
+        """Bytes `dense_bytes` of float32 gradient take in the dense exchange (halved by fp16)."""
+        return dense_bytes * self.wire_value_bytes // VALUE_BYTES
 
     def horovod_compression(self, hvd: Any) -> Any:
         """Horovod's compressor for its own allreduce: fp16's cast, or none (the methods with an
@@ -179,6 +189,14 @@ def powersgd_payload(shapes: list[tuple[int, ...]], rank: int) -> dict[str, int]
     return {"p_elements": p, "q_elements": q, "dense_elements": dense}
 
 
+def ring_allreduce_bytes(payload_bytes: int, workers: int) -> int:
+    """Bytes one worker sends in a ring allreduce of `payload_bytes` (reduce-scatter, then
+    allgather): 2(W-1)/W of them; nothing alone."""
+    if workers <= 1:
+        return 0
+    return int(round(2 * (workers - 1) / workers * payload_bytes))
+
+
 def ring_bytes_per_step(
     spec: CompressionSpec, shapes: list[tuple[int, ...]], workers: int, step: int | None = None
 ) -> int:
@@ -194,8 +212,6 @@ def ring_bytes_per_step(
         return (workers - 1) * k * (VALUE_BYTES + INDEX_BYTES)
     if spec.method == "powersgd":
         payload = sum(powersgd_payload(shapes, spec.rank).values()) * VALUE_BYTES
-    elif spec.method == "fp16":
-        payload = elements * VALUE_BYTES // 2
     else:
-        payload = elements * VALUE_BYTES
-    return int(round(2 * (workers - 1) / workers * payload))
+        payload = spec.dense_wire_bytes(elements * VALUE_BYTES)
+    return ring_allreduce_bytes(payload, workers)

@@ -169,15 +169,14 @@ class RingTrainer(KerasTrainer):
             shapes = [tuple(map(int, v.shape)) for v in self.model.trainable_variables]
             spec = self.compressor.spec
             return ring_stats(spec, shapes, self.num_workers, steps, self.compressor)
-        # Ring allreduce: each worker sends 2(W-1)/W of the gradient bytes per step
-        # (reduce-scatter then allgather); fp16 compression halves float32 payloads.
+        # Ring allreduce of the dense gradients as they go on the wire (fp16 halves them)
+        from archbench.compression import ring_allreduce_bytes
         from archbench.models import parameter_stats
 
         workers = self.num_workers
         gradient_bytes = parameter_stats(self.model)["param_bytes"] - self._row_sparse_dense_bytes()
-        if self.config.compression_spec.method == "fp16":
-            gradient_bytes //= 2
-        per_step = int(round(2 * (workers - 1) / workers * gradient_bytes)) if workers > 1 else 0
+        wire_bytes = self.config.compression_spec.dense_wire_bytes(gradient_bytes)
+        per_step = ring_allreduce_bytes(wire_bytes, workers)
         method = "analytic: ring allreduce, 2(W-1)/W x gradient bytes"
         if self._sparse_rows:
             per_step += int(round((workers - 1) / workers * self._gathered_bytes(steps)))
@@ -216,11 +215,11 @@ class RingTrainer(KerasTrainer):
         """--sync-every > 1: the gradient allreduce (as counted above) on the synchronous steps,
         an uncompressed allreduce of the parameters on the averaging steps, nothing on the local
         ones; per step = over every step."""
+        from archbench.compression import ring_allreduce_bytes
         from archbench.models import parameter_stats
 
-        workers = self.num_workers
         param_bytes = parameter_stats(self.model)["param_bytes"]
-        per_average = int(round(2 * (workers - 1) / workers * param_bytes)) if workers > 1 else 0
+        per_average = ring_allreduce_bytes(param_bytes, self.num_workers)
         total = synchronous["bytes_sent_per_step"] * self.steps_by_kind.get(SYNC, 0)
         total += per_average * self.steps_by_kind.get(AVERAGE, 0)
         per_step = int(round(total / steps)) if steps else 0

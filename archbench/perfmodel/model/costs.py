@@ -190,7 +190,7 @@ def ring_wire_bytes(config: StepConfig) -> float:
     indices from each of W workers, (W-1) x 8k = 2(W-1)/W x (W x 8k / 2); for sparse rows the
     same for the allgather of the rows each worker's batch looked up with int64 indices, plus
     the dense variables."""
-    from archbench.compression import VALUE_BYTES, powersgd_payload
+    from archbench.compression import INDEX_BYTES, VALUE_BYTES, powersgd_payload
     from archbench.sparse_rows import INDEX_BYTES_PS
 
     message = float(config.param_bytes)
@@ -199,16 +199,14 @@ def ring_wire_bytes(config: StepConfig) -> float:
         workers = len(config.placement.worker_hosts)
         return rows.dense_bytes + workers * rows.payload(INDEX_BYTES_PS) / 2
     spec = _spec(config)
-    if spec.method == "fp16":
-        return message / 2
     if spec.sparse:
         workers = len(config.placement.worker_hosts)
         kept = spec.kept(0, int(message // VALUE_BYTES))
-        return workers * kept * 8 / 2
+        return workers * kept * (VALUE_BYTES + INDEX_BYTES) / 2
     if spec.low_rank and config.variable_shapes:
         payload = powersgd_payload(list(config.variable_shapes), spec.rank)
         return float(sum(payload.values()) * VALUE_BYTES)
-    return message
+    return message * spec.wire_value_bytes / VALUE_BYTES  # fp16 halves the dense gradient
 
 
 def sparse_push_bytes(config: StepConfig) -> float | None:
