@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import field
+from functools import cached_property
 
 from archbench.archs import ARCHITECTURES
+from archbench.compression import CompressionSpec
 from archbench.errors import UsageError
 from archbench.settings import (
     ALLREDUCE_ALGORITHMS,
@@ -50,13 +52,24 @@ def _as_record(self, world_size: int, num_workers: int) -> dict:
     return record
 
 
+def _compression_spec(self) -> CompressionSpec:
+    """`--compression` and its parameters as one typed value, read at its first use and kept:
+    what the trainers ask of the method (archbench.compression.CompressionSpec)."""
+    return CompressionSpec.from_config(self)
+
+
 # One field per train setting of the registry (archbench.settings), with its default; `extra`
-# holds anything else a backend wants to record.
+# holds anything else a backend wants to record. `compression_spec` is derived, not a field:
+# the record keeps the settings as given.
 TrainConfig = dataclasses.make_dataclass(
     "TrainConfig",
     [(row.name, _PY_TYPES[row.kind] | None, field(default=row.default)) for row in TRAIN_SETTINGS]
     + [("extra", dict, field(default_factory=dict))],
-    namespace={"as_record": _as_record, "__module__": __name__},
+    namespace={
+        "as_record": _as_record,
+        "compression_spec": cached_property(_compression_spec),
+        "__module__": __name__,
+    },
 )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archbench.archs import ARCHITECTURES, MULTI_PROCESS, WITH_SERVERS, has_servers
-from archbench.compression import CARRIED_BY, METHODS, carry_problem
+from archbench.compression import CARRIED_BY, METHODS, OWN_EXCHANGE, carry_problem
 from archbench.errors import UsageError
 from archbench.tensor_partition import APPLIES_TO as _PARTITIONED
 from archbench.tensor_partition import PRIORITIES
@@ -507,7 +507,7 @@ def combination_problem(values: dict[str, Any]) -> str | None:
             "worker's update as it arrives, with no rounds to average; use --sync or --sync-every 1"
         )
     compression = values.get("compression")
-    if arch in _SYNC_EVERY and every and every > 1 and compression in ("topk", "powersgd"):
+    if arch in _SYNC_EVERY and every and every > 1 and compression in OWN_EXCHANGE:
         return (
             f"--sync-every {every} with --compression {compression} is not supported: local "
             "steps and compressed exchanges are not combined yet; use one of them"

@@ -297,7 +297,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     emulation = probe.state if probe is not None else None
     cluster = state.base_cluster(
         hosts,
-        emulation.bandwidth if emulation is not None else None,
+        emulation.bandwidth.text if emulation is not None else None,
         dilation=emulation.dilation if emulation is not None else None,
         vcpus_per_node=emulation.vcpus_per_node if emulation is not None else None,
     )

@@ -23,7 +23,7 @@ import sys
 
 from study_run import run_study
 
-from archbench.cluster.spec import bandwidth_bits_per_s
+from archbench.bandwidth import Bandwidth
 from archbench.record import read_records
 
 
@@ -46,7 +46,7 @@ def row(record: dict) -> dict:
     both_ways = max(
         node["wire_bytes_sent_per_step"] + node["wire_bytes_received_per_step"] for node in nodes
     )
-    rate = bandwidth_bits_per_s(record["cluster"]["link"]) / 8
+    rate = Bandwidth.tc_rate(record["cluster"]["link"], check_range=False).bits_per_s / 8
     exchange = record["timing"]["comm_s_median"]
     return {
         "arch": record["config"]["arch"],

@@ -53,7 +53,7 @@ def _describe(state: ClusterState) -> EmulatedCluster:
     return EmulatedCluster(
         name=state.name,
         nodes=state.node_names,
-        bandwidth=state.bandwidth,
+        bandwidth=state.bandwidth.text,
         hostfile=hostfile,
         subnet=state.subnet,
         interface=state.bridge,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cluster_fixture import EmulatedCluster, emulated_cluster, launcher_env, run_launcher
 
-from archbench.cluster.spec import bandwidth_bits_per_s
+from archbench.bandwidth import Bandwidth
 from archbench.cluster.state import current_link, load_state
 
 __all__ = ["emulated_cluster"]  # the session fixture, until tests/conftest.py imports it
@@ -87,7 +87,7 @@ def test_link_between_nodes_is_shaped_and_slower_than_inside_a_node(
     across = probe("node1,node2")
     inside = probe("node1:2")
     assert across["hosts"] == ["node1", "node2"] and inside["hosts"] == ["node1", "node1"]
-    shaped_mbit = bandwidth_bits_per_s(emulated_cluster.bandwidth) / 1e6
+    shaped_mbit = Bandwidth.tc_rate(emulated_cluster.bandwidth).bits_per_s / 1e6
     # Payload only, so below the shaped rate; a small margin covers tbf's initial burst.
     assert across["mbit_per_s"] <= 1.05 * shaped_mbit, across
     assert across["mbit_per_s"] >= 0.3 * shaped_mbit, across  # and the link is really used

@@ -8,25 +8,34 @@ from pathlib import Path
 
 import pytest
 
+from archbench.bandwidth import Bandwidth
 from archbench.cluster import blocks, hostfiles, state
+from archbench.cluster.network import tbf_burst_bytes
 from archbench.cluster.preflight import cluster_unavailable_reason, require_cluster_support
-from archbench.cluster.spec import bandwidth_bits_per_s, make_spec
+from archbench.cluster.spec import make_spec
 from archbench.errors import UsageError
 
 
 def test_bandwidth_strings_are_read_as_tc_reads_them() -> None:
-    assert bandwidth_bits_per_s("200mbit") == 200e6
-    assert bandwidth_bits_per_s("1gbit") == 1e9
-    assert bandwidth_bits_per_s("1.5gbit") == 1.5e9
+    assert Bandwidth.tc_rate("200mbit", check_range=False).bits_per_s == 200e6
+    assert Bandwidth.tc_rate("1gbit", check_range=False).bits_per_s == 1e9
+    assert Bandwidth.tc_rate("1.5gbit", check_range=False).bits_per_s == 1.5e9
     for bad in ("fast", "200", "200mbps", "-1mbit", "200 mbit"):
         with pytest.raises(UsageError, match="bandwidth"):
-            bandwidth_bits_per_s(bad)
+            Bandwidth.tc_rate(bad, check_range=False)
+
+
+def test_spec_carries_the_rate_it_read_and_tc_is_given_its_text() -> None:
+    spec = make_spec("emulated", 3, "200MBIT", "node", 1)
+    assert spec.bandwidth == Bandwidth(200e6) and spec.bandwidth.text == "200mbit"
+    # the bucket: about 2 ms at line rate, at least 32 KiB
+    assert tbf_burst_bytes(spec.bandwidth) == 50_000
+    assert tbf_burst_bytes(Bandwidth.tc_rate("1mbit")) == 32 * 1024
 
 
 def test_spec_rejects_bad_arguments_with_the_argument_named() -> None:
     spec = make_spec("emulated", 3, "200MBIT", "node", 1)
     assert spec.node_names == ["node1", "node2", "node3"]
-    assert spec.bandwidth == "200mbit"
     cases = [
         (("bad name!", 3, "1gbit", "node", 1), "cluster name"),
         (("c", 0, "1gbit", "node", 1), "--nodes"),
@@ -126,7 +135,7 @@ def test_current_link_names_the_bandwidth_only_for_nodes_of_a_cluster_that_is_up
     monkeypatch.setattr(state, "NETNS_DIR", tmp_path / "netns")
     (tmp_path / "netns").mkdir()
     cluster = state.ClusterState(
-        name="c", status="up", bandwidth="200mbit", prefix="node", slots=1, subnet_index=1,
+        name="c", status="up", bandwidth=Bandwidth.tc_rate("200mbit"), prefix="node", slots=1, subnet_index=1,
         subnet="10.213.1.0/24", bridge="ab-node", bridge_address="10.213.1.254",
         nodes=[state.NodeState(f"node{k}", f"10.213.1.{k}", f"ab1n{k}") for k in (1, 2)],
     )  # fmt: skip
@@ -142,3 +151,39 @@ def test_current_link_names_the_bandwidth_only_for_nodes_of_a_cluster_that_is_up
     cluster.status = "starting"
     state.save_state(cluster)
     assert state.current_link(["node1", "node2"]) is None
+
+
+def test_a_state_file_keeps_the_bandwidth_as_text_and_is_read_back_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path / "run")
+    # as `cluster up` wrote it before the state carried a typed rate
+    written = {
+        "name": "d", "status": "up", "bandwidth": "1gbit", "prefix": "node", "slots": 1,
+        "subnet_index": 2, "subnet": "10.213.2.0/24", "bridge": "ab-node",
+        "bridge_address": "10.213.2.254",
+        "nodes": [{"name": "node1", "address": "10.213.2.1", "host_veth": "ab2n1",
+                   "sshd_pid": None, "cgroup_dirs": []}],
+        "dilation": 4.0, "vcpus_per_node": 1, "cfs_period_us": 20000,
+    }  # fmt: skip
+    state.cluster_dir("d").mkdir(parents=True)
+    (state.cluster_dir("d") / "state.json").write_text(json.dumps(written))
+    loaded = state.load_state("d")
+    assert loaded is not None and loaded.bandwidth == Bandwidth(1e9)
+    assert loaded.bandwidth.text == "1gbit" and str(loaded.bandwidth) == "1gbit"
+    # tc is given B / D in whole kbit, and its bucket is that rate's
+    assert loaded.link_rate == Bandwidth(250e6) and loaded.link_rate.text == "250000kbit"
+    assert tbf_burst_bytes(loaded.link_rate) == 62_500
+    state.save_state(loaded)
+    again = json.loads((state.cluster_dir("d") / "state.json").read_text())
+    assert again["bandwidth"] == "1gbit" and again == loaded.as_dict()
+    assert {key: again[key] for key in written} == written
+    assert state.load_state("d") == loaded
+    # a rate out of `up`'s range is still read: what was up must stay readable
+    (state.cluster_dir("d") / "state.json").write_text(
+        json.dumps({**written, "bandwidth": "500kbit"})
+    )
+    assert state.load_state("d").bandwidth.bits_per_s == 500e3
+    # a file whose rate cannot be read is skipped by the listing, not fatal
+    (state.cluster_dir("d") / "state.json").write_text(json.dumps({**written, "bandwidth": "fast"}))
+    assert state.list_states() == []

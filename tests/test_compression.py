@@ -16,6 +16,7 @@ from archbench.compression import (
     matrix_view,
     powersgd_compresses,
     powersgd_payload,
+    ring_allreduce_bytes,
     ring_bytes_per_step,
 )
 from archbench.compression.topk import TopK
@@ -232,6 +233,93 @@ def test_ring_bytes_per_step():
     power = ring_bytes_per_step(CompressionSpec("powersgd", rank=2), MLP_SHAPES, workers=2)
     assert power == 4 * (1824 + 276 + 138)
     assert math.isclose(none / power, 4 * MLP_ELEMENTS / (4 * 2238))
+
+
+def test_ring_allreduce_bytes_are_two_w_minus_one_over_w_of_the_payload():
+    assert ring_allreduce_bytes(1000, 1) == 0
+    assert ring_allreduce_bytes(1000, 2) == 1000
+    assert ring_allreduce_bytes(1000, 3) == 1333  # 2 x 2/3, rounded
+    assert ring_allreduce_bytes(1000, 4) == 1500
+    # fp16 casts each float32 value to 2 bytes; every other method's dense exchange sends 4
+    assert CompressionSpec("fp16").dense_wire_bytes(4 * MLP_ELEMENTS) == 2 * MLP_ELEMENTS
+    assert CompressionSpec("fp16").dense_wire_bytes(10) == 5
+    for method in ("none", "topk", "powersgd"):
+        assert CompressionSpec(method).wire_value_bytes == 4
+        assert CompressionSpec(method).dense_wire_bytes(10) == 10
+
+
+def test_a_runs_compression_is_read_once_from_its_config_and_answers_what_the_ring_asks():
+    from types import SimpleNamespace
+
+    from archbench.config import TrainConfig
+
+    hvd = SimpleNamespace(Compression=SimpleNamespace(fp16="hvd-fp16", none="hvd-none"))
+    config = TrainConfig(arch="ring", compression="fp16")
+    spec = config.compression_spec
+    assert spec is config.compression_spec  # kept, not read again
+    assert spec == CompressionSpec("fp16")
+    assert spec.horovod_compression(hvd) == "hvd-fp16" and not spec.own_exchange
+    # the record keeps the setting as given, not the typed value
+    assert config.as_record(2, 2)["compression"] == "fp16"
+    assert "compression_spec" not in config.as_record(2, 2)
+    for method, own in (("none", False), ("topk", True), ("powersgd", True)):
+        other = TrainConfig(arch="ring", compression=method).compression_spec
+        assert other.horovod_compression(hvd) == "hvd-none" and other.own_exchange is own
+    topk = TrainConfig(arch="p2p", compression="topk", compression_ratio=0.05, error_feedback="off")
+    assert topk.compression_spec == CompressionSpec("topk", ratio=0.05, error_feedback=False)
+
+
+def _ring_without_horovod(world: int, **settings):
+    """A ring trainer as its record's bytes see it after training: the MLP's variables, no
+    Horovod (comm_stats reads only the model's shapes, the settings and the step kinds)."""
+    from types import SimpleNamespace
+
+    from archbench.config import TrainConfig
+    from archbench.launch import ProcessPlace
+    from archbench.trainers.ring import RingTrainer
+
+    place = ProcessPlace(0, world, 0, world, "mpirun", "h1")
+    trainer = RingTrainer(TrainConfig(arch="ring", **settings), place, None)
+    float32 = SimpleNamespace(size=4)
+    variables = [
+        SimpleNamespace(name=f"v{i}", shape=s, dtype=float32) for i, s in enumerate(MLP_SHAPES)
+    ]
+    trainer.model = SimpleNamespace(trainable_variables=variables)
+    trainer._sparse_rows, trainer.compressor = {}, None
+    return trainer
+
+
+def test_the_rings_dense_record_bytes_are_the_shared_formulas():
+    dense = 4 * MLP_ELEMENTS  # 407,080 B
+    # W = 4: 2 x 3/4 of the gradient; fp16 sends half of it
+    assert _ring_without_horovod(4).comm_stats(10)["bytes_sent_per_step"] == 610_620
+    assert (
+        _ring_without_horovod(4, compression="fp16").comm_stats(10)["bytes_sent_per_step"]
+        == 305_310
+    )
+    assert _ring_without_horovod(1).comm_stats(10)["bytes_sent_per_step"] == 0
+    for method in ("none", "fp16"):
+        stats = _ring_without_horovod(3, compression=method).comm_stats(10)
+        wire = CompressionSpec(method).dense_wire_bytes(dense)
+        assert stats["bytes_sent_per_step"] == ring_allreduce_bytes(wire, 3)
+        assert stats["bytes_sent_per_step"] == ring_bytes_per_step(
+            CompressionSpec(method), MLP_SHAPES, 3
+        )
+    # --sync-every 4 with fp16: the gradient steps halved, the averaging steps uncompressed
+    ring = _ring_without_horovod(4, compression="fp16", sync_every=4)
+    ring.steps_by_kind = {"sync": 2, "local": 6, "average": 2}
+    stats = ring.comm_stats(10)
+    assert stats["bytes_total"] == 2 * 305_310 + 2 * 610_620
+    assert stats["bytes_sent_per_step"] == round((2 * 305_310 + 2 * 610_620) / 10)
+
+
+def test_an_unknown_compression_is_refused_in_one_line():
+    from archbench.config import TrainConfig
+    from archbench.errors import UsageError
+
+    with pytest.raises(UsageError) as refused:
+        _ = TrainConfig(arch="ring", compression="zip").compression_spec
+    assert str(refused.value) == "--compression 'zip' is not one of none, fp16, topk, powersgd"
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 
 from archbench.analysis.fidelity import CORE_WAIT_LIMIT, DRIFT_LIMIT, drift_table, fidelity_notes
 from archbench.analysis.load import load_study
+from archbench.bandwidth import Bandwidth
 from archbench.cluster import dilation
 from archbench.cluster.dilation import Dilation
 from archbench.cluster.nodelib import node_environment
@@ -97,8 +98,10 @@ def test_explicit_dilation_period_and_quota() -> None:
 
 
 def test_links_are_shaped_to_b_over_d_and_naps_last_d_times_longer() -> None:
-    assert link_rate("1gbit", 4.0) == "250000kbit"
-    assert link_rate("100mbit", None) == "100mbit"
+    assert link_rate(Bandwidth.tc_rate("1gbit"), 4.0) == Bandwidth(250e6, "250000kbit")
+    assert link_rate(Bandwidth.tc_rate("1gbit"), 4.0).text == "250000kbit"
+    assert link_rate(Bandwidth.tc_rate("100mbit"), None).text == "100mbit"
+    assert link_rate(Bandwidth.tc_rate("1mbit"), 3.0).text == "333kbit"
     slowdown = Dilation(2.5, 1, 10_000)
     env = node_environment(Path("/lib/x.so"), 100, slowdown, Path("/cg/archbench/c"), "v1")
     assert env["LD_PRELOAD"] == "/lib/x.so" and env["ARCHBENCH_IDLE_NAP_US"] == "250"

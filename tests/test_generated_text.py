@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from archbench.bandwidth import Bandwidth
 from archbench.cluster import blocks, hostfiles, lifecycle, slurm, sshd, state
 from archbench.cluster.state import ClusterState, NodeState
 from archbench.errors import UsageError
@@ -144,7 +145,7 @@ def test_a_hostile_folder_or_interpreter_is_refused_or_inert_in_the_batch_script
 
 def _state(tmp_path: Path, name: str = "hostile", node: str = "nd1") -> ClusterState:
     return ClusterState(
-        name=name, status="up", bandwidth="1gbit", prefix="nd", slots=1, subnet_index=7,
+        name=name, status="up", bandwidth=Bandwidth.tc_rate("1gbit"), prefix="nd", slots=1, subnet_index=7,
         subnet="10.213.7.0/24", bridge="ab-nd", bridge_address="10.213.7.254",
         nodes=[NodeState(node, "10.213.7.1", "ab7n1"), NodeState("nd2", "10.213.7.2", "ab7n2")],
         slurm={},

@@ -139,7 +139,7 @@ def test_microbench_on_a_dilated_cluster_reports_virtual_time(emulated_cluster, 
     fingerprint = records[0]["fingerprint"]
     assert fingerprint["emulated"] and fingerprint["dilation"] == state.dilation
     assert {r["link"] for r in records if r["bench"] == "pt2pt" and r["scope"] == "inter"} == {
-        state.bandwidth
+        state.bandwidth.text
     }
     calib = load_calibration(out, cluster=fingerprint)
     assert calib.inter is not None and "ps_request_s" in calib.measured

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from archbench.bandwidth import Bandwidth
 from archbench.cluster import slurm
 from archbench.cluster.preflight import cluster_unavailable_reason
 from archbench.cluster.state import ClusterState, NodeState, cluster_dir, load_state
@@ -38,7 +39,7 @@ def _state(vcpus: int | None = 1, slots: int = 1) -> ClusterState:
     return ClusterState(
         name="demo",
         status="up",
-        bandwidth="1gbit",
+        bandwidth=Bandwidth.tc_rate("1gbit"),
         prefix="nd",
         slots=slots,
         subnet_index=7,

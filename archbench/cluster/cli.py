@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
 
 from archbench.cluster.spec import (
     DEFAULT_BANDWIDTH,
@@ -237,7 +236,7 @@ def run_status(args: argparse.Namespace) -> int:
     else:
         states = list_states()
     if args.json:
-        print(json.dumps([{**asdict(s), "up": is_up(s)} for s in states], indent=2))
+        print(json.dumps([{**s.as_dict(), "up": is_up(s)} for s in states], indent=2))
     elif not states:
         print(
             "no emulated cluster is up" if args.name is None else f"cluster {args.name!r} is not up"

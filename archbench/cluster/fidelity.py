@@ -215,8 +215,8 @@ class FidelityProbe:
             "cfs_period_us": state.cfs_period_us,
             "cgroup": state.cgroup,
             "idle_wait": idlewait.current(),
-            "link": state.bandwidth,
-            "link_rate": state.link_rate,
+            "link": state.bandwidth.text,
+            "link_rate": state.link_rate.text,
             "window_s": window_s / factor,
             "window_real_s": window_s,
             # The machine's idle share over the window: a faithful cluster leaves some (the

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from archbench.bandwidth import Bandwidth
 from archbench.cluster import blocks, cgroups, hostfiles, network, nodelib, slurm, sshd
 from archbench.cluster.idlewait import LIBRARY_NAME
 from archbench.cluster.spec import ClusterSpec
@@ -54,7 +55,8 @@ def _cluster_block(name: str) -> str:
 def _same_shape(state: ClusterState, spec: ClusterSpec) -> bool:
     return (
         state.node_names == spec.node_names
-        and state.bandwidth == spec.bandwidth
+        # as written, not by value: the records name the link by this text
+        and state.bandwidth.text == spec.bandwidth.text
         and state.slots == spec.slots
         and state.dilation_spec == spec.dilation
         and state.idle_nap_us == spec.idle_nap_us
@@ -357,9 +359,9 @@ def tear_down(name: str) -> ClusterState | None:
         return state
 
 
-def set_bandwidth(name: str, bandwidth: str) -> ClusterState:
+def set_bandwidth(name: str, bandwidth: Bandwidth) -> ClusterState:
     """Re-shape every link of a cluster that is up (tc qdisc replace: no ssh, no namespace is
-    touched, running connections stay). `bandwidth` must already be validated."""
+    touched, running connections stay)."""
     with cluster_lock():
         state = load_state(name)
         if state is None or not is_up(state):

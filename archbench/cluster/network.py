@@ -9,7 +9,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from archbench.cluster.spec import bandwidth_bits_per_s
+from archbench.bandwidth import Bandwidth
 from archbench.errors import RunFailed
 
 SUBNET_PREFIX = "10.213"  # archbench's own private range: 10.213.<index>.0/24 per cluster
@@ -47,12 +47,13 @@ def used_subnet_indexes() -> set[int]:
     return used
 
 
-def tbf_burst_bytes(bandwidth: str) -> int:
+def tbf_burst_bytes(rate: Bandwidth) -> int:
+    """The tbf bucket of a link shaped to `rate`."""
     # About 2 ms at line rate, and never below a few full-size packets.
-    return max(int(bandwidth_bits_per_s(bandwidth) / 8 / 500), 32 * 1024)
+    return max(int(rate.bits_per_s / 8 / 500), 32 * 1024)
 
 
-def _shape(device: str, bandwidth: str, namespace: str | None) -> None:
+def _shape(device: str, rate: Bandwidth, namespace: str | None) -> None:
     prefix = ("tc", "-n", namespace) if namespace else ("tc",)
     run(
         *prefix,
@@ -63,9 +64,9 @@ def _shape(device: str, bandwidth: str, namespace: str | None) -> None:
         "root",
         "tbf",
         "rate",
-        bandwidth,
+        rate.text,
         "burst",
-        str(tbf_burst_bytes(bandwidth)),
+        str(tbf_burst_bytes(rate)),
         "latency",
         TBF_LATENCY,
     )
@@ -82,7 +83,7 @@ def create_bridge(bridge: str, address_cidr: str) -> None:
 
 
 def create_node(
-    namespace: str, host_veth: str, interface: str, address_cidr: str, bridge: str, bandwidth: str
+    namespace: str, host_veth: str, interface: str, address_cidr: str, bridge: str, rate: Bandwidth
 ) -> None:
     """A namespace joined to the bridge by a veth pair shaped in both directions."""
     run("ip", "netns", "add", namespace)
@@ -95,13 +96,14 @@ def create_node(
     run("ip", "-n", namespace, "link", "set", "dev", "lo", "up")
     run("ip", "-n", namespace, "addr", "add", address_cidr, "dev", interface)
     run("ip", "-n", namespace, "link", "set", "dev", interface, "up")
-    shape_link(namespace, host_veth, interface, bandwidth)
+    shape_link(namespace, host_veth, interface, rate)
 
 
-def shape_link(namespace: str, host_veth: str, interface: str, bandwidth: str) -> None:
-    """Both directions of a node's link: host->node on the host end, node->rest on the node end."""
-    _shape(host_veth, bandwidth, None)
-    _shape(interface, bandwidth, namespace)
+def shape_link(namespace: str, host_veth: str, interface: str, rate: Bandwidth) -> None:
+    """Both directions of a node's link: host->node on the host end, node->rest on the node end.
+    `rate` is what tc is given (a tc rate; on a dilated cluster B / D: ClusterState.link_rate)."""
+    _shape(host_veth, rate, None)
+    _shape(interface, rate, namespace)
 
 
 def namespace_pids(namespace: str) -> list[int]:

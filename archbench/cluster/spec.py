@@ -24,7 +24,7 @@ PREFIX_PATTERN = re.compile(r"[a-z][a-z-]{0,9}")
 class ClusterSpec:
     name: str
     nodes: int
-    bandwidth: str
+    bandwidth: Bandwidth  # a tc rate (Bandwidth.tc_rate), its text as the user wrote it, normalised
     prefix: str = DEFAULT_PREFIX
     slots: int = 1
     # How the nodes are slowed down (None: no caps at all, an explicitly unfaithful cluster
@@ -37,11 +37,6 @@ class ClusterSpec:
     @property
     def node_names(self) -> list[str]:
         return [f"{self.prefix}{k}" for k in range(1, self.nodes + 1)]
-
-
-def bandwidth_bits_per_s(bandwidth: str) -> float:
-    """Bits per second of a tc rate string such as `200mbit` (decimal units, as tc reads them)."""
-    return Bandwidth.tc_rate(bandwidth, check_range=False).bits_per_s
 
 
 def check_name(name: str) -> str:
@@ -75,7 +70,7 @@ def make_spec(
         raise UsageError(f"node prefix {prefix!r} must be 1-10 lower-case letters or '-'")
     if not 1 <= slots <= 64:
         raise UsageError(f"--slots {slots} is out of range 1..64")
-    bandwidth = Bandwidth.tc_rate(bandwidth).text
+    rate = Bandwidth.tc_rate(bandwidth)
     nap_us = DEFAULT_NAP_US if idle_nap_us is None else idle_nap_us
     if not 0 <= nap_us <= MAX_NAP_US:
         raise UsageError(f"--idle-nap-us {nap_us} is out of range 0..{MAX_NAP_US} (0: waits spin)")
@@ -98,7 +93,7 @@ def make_spec(
     return ClusterSpec(
         name=name,
         nodes=nodes,
-        bandwidth=bandwidth,
+        bandwidth=rate,
         prefix=prefix,
         slots=slots,
         dilation=slowdown,

@@ -15,9 +15,11 @@ import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from archbench.bandwidth import Bandwidth
 from archbench.cluster.dilation import Dilation
+from archbench.errors import UsageError
 
 RUN_DIR = Path(os.environ.get("ARCHBENCH_RUN_DIR", "/run/archbench"))
 NETNS_DIR = Path("/run/netns")
@@ -45,7 +47,7 @@ class NodeState:
 class ClusterState:
     name: str
     status: str  # "starting" while `up` runs, then "up"
-    bandwidth: str
+    bandwidth: Bandwidth  # virtual time; its text in the state file
     prefix: str
     slots: int
     subnet_index: int
@@ -87,7 +89,7 @@ class ClusterState:
         )
 
     @property
-    def link_rate(self) -> str:
+    def link_rate(self) -> Bandwidth:
         """What tc shapes each link to: the virtual bandwidth / D."""
         return link_rate(self.bandwidth, self.dilation)
 
@@ -95,21 +97,30 @@ class ClusterState:
     def directory(self) -> Path:
         return cluster_dir(self.name)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The state as its file holds it: plain JSON values, the bandwidth as its text."""
+        return {**asdict(self), "bandwidth": self.bandwidth.text}
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2) + "\n"
+        return json.dumps(self.as_dict(), indent=2) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict) -> ClusterState:
-        nodes = [NodeState(**node) for node in data.get("nodes", [])]
-        return cls(**{**data, "nodes": nodes})
+        """The state a file holds; the one place its bandwidth text is read (no range check:
+        what was up must still be read)."""
+        fields: dict[str, Any] = {**data, "nodes": [NodeState(**n) for n in data.get("nodes", [])]}
+        if "bandwidth" in data:  # without it the constructor names what is missing
+            fields["bandwidth"] = Bandwidth.tc_rate(data["bandwidth"], check_range=False)
+        return cls(**fields)
 
 
-def link_rate(bandwidth: str, dilation: float | None) -> str:
-    """The tc rate of a link of `bandwidth` in virtual time on a cluster dilated by D: B / D."""
+def link_rate(bandwidth: Bandwidth, dilation: float | None) -> Bandwidth:
+    """The tc rate of a link of `bandwidth` in virtual time on a cluster dilated by D: B / D,
+    in whole kbit (what tc is given is what its bucket is sized for)."""
     if not dilation or dilation == 1:
         return bandwidth
-    bits = Bandwidth.tc_rate(bandwidth, check_range=False).bits_per_s / dilation
-    return f"{max(1, int(round(bits / 1000)))}kbit"
+    kbit = max(1, int(round(bandwidth.bits_per_s / dilation / 1000)))
+    return Bandwidth(kbit * 1e3, f"{kbit}kbit")
 
 
 def save_state(state: ClusterState) -> None:
@@ -138,7 +149,7 @@ def list_states() -> list[ClusterState]:
     except FileNotFoundError:
         return []
     for name in names:
-        with contextlib.suppress(OSError, ValueError, TypeError):
+        with contextlib.suppress(OSError, ValueError, TypeError, UsageError):
             state = load_state(name)
             if state is not None:
                 states.append(state)
@@ -186,4 +197,4 @@ def current_link(hostnames: list[str]) -> str | None:
     every hostname is a node of one emulated cluster that is up; None otherwise (a real cluster,
     a single machine, or a mix)."""
     state = cluster_of(hostnames)
-    return state.bandwidth if state is not None else None
+    return state.bandwidth.text if state is not None else None

@@ -27,8 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from archbench.archs import has_servers
+from archbench.errors import UsageError
 
 METHODS = ("none", "fp16", "topk", "powersgd")
+# Methods whose exchange is their own (top-k's selection, PowerSGD's factors, each with error
+# feedback), in place of the architecture's dense one; none and fp16 keep the dense exchange.
+OWN_EXCHANGE = ("topk", "powersgd")
 # What each architecture can carry (settings that do not apply to an architecture, e.g. any
 # compression on `single`, are not judged).
 CARRIED_BY: dict[str, tuple[str, ...]] = {
@@ -43,6 +47,7 @@ WHY_NOT: dict[tuple[str, str], str] = {
     ("ps", "powersgd"): "PowerSGD allreduces low-rank factors, and the servers take shards",
 }
 VALUE_BYTES = 4  # float32 values
+FP16_BYTES = 2  # a value as fp16 casts it for the wire
 INDEX_BYTES = 4  # int32 indices (ring allgather, p2p messages)
 PS_INDEX_BYTES = 8  # TensorFlow's sparse accumulators take int64 indices
 
@@ -77,8 +82,12 @@ class CompressionSpec:
 
     @classmethod
     def from_config(cls, config: Any) -> CompressionSpec:
+        """The compression a run's settings ask for; UsageError (one line) for an unknown method."""
+        method = config.compression or "none"
+        if method not in METHODS:
+            raise UsageError(f"--compression {method!r} is not one of {', '.join(METHODS)}")
         return cls(
-            method=config.compression or "none",
+            method=method,
             ratio=float(config.compression_ratio),
             rank=int(config.powersgd_rank),
             warmup_steps=int(config.compression_warmup_steps),
@@ -87,7 +96,33 @@ class CompressionSpec:
 
     @property
     def sparse(self) -> bool:
+        """Top-k: a selection of entries travels, values with their indices."""
         return self.method == "topk"
+
+    @property
+    def low_rank(self) -> bool:
+        """PowerSGD: low-rank factors travel, in two rounds of allreduce (P, then Q)."""
+        return self.method == "powersgd"
+
+    @property
+    def own_exchange(self) -> bool:
+        """Whether the method exchanges gradients its own way (a compressor's), not through the
+        architecture's dense exchange (which fp16 only narrows)."""
+        return self.method in OWN_EXCHANGE
+
+    @property
+    def wire_value_bytes(self) -> int:
+        """Bytes a float32 gradient value takes in the dense exchange: fp16 casts it to 2."""
+        return FP16_BYTES if self.method == "fp16" else VALUE_BYTES
+
+    def dense_wire_bytes(self, dense_bytes: int) -> int:
+        """Bytes `dense_bytes` of float32 gradient take in the dense exchange (halved by fp16)."""
+        return dense_bytes * self.wire_value_bytes // VALUE_BYTES
+
+    def horovod_compression(self, hvd: Any) -> Any:
+        """Horovod's compressor for its own allreduce: fp16's cast, or none (the methods with an
+        exchange of their own run it outside Horovod's compression)."""
+        return hvd.Compression.fp16 if self.method == "fp16" else hvd.Compression.none
 
     def kept_share(self, step: int) -> float:
         """Share of the entries top-k keeps at `step` (from 0): dense at step 0 of a warm-up,
@@ -154,6 +189,14 @@ def powersgd_payload(shapes: list[tuple[int, ...]], rank: int) -> dict[str, int]
     return {"p_elements": p, "q_elements": q, "dense_elements": dense}
 
 
+def ring_allreduce_bytes(payload_bytes: int, workers: int) -> int:
+    """Bytes one worker sends in a ring allreduce of `payload_bytes` (reduce-scatter, then
+    allgather): 2(W-1)/W of them; nothing alone."""
+    if workers <= 1:
+        return 0
+    return int(round(2 * (workers - 1) / workers * payload_bytes))
+
+
 def ring_bytes_per_step(
     spec: CompressionSpec, shapes: list[tuple[int, ...]], workers: int, step: int | None = None
 ) -> int:
@@ -169,8 +212,6 @@ def ring_bytes_per_step(
         return (workers - 1) * k * (VALUE_BYTES + INDEX_BYTES)
     if spec.method == "powersgd":
         payload = sum(powersgd_payload(shapes, spec.rank).values()) * VALUE_BYTES
-    elif spec.method == "fp16":
-        payload = elements * VALUE_BYTES // 2
     else:
-        payload = elements * VALUE_BYTES
-    return int(round(2 * (workers - 1) / workers * payload))
+        payload = spec.dense_wire_bytes(elements * VALUE_BYTES)
+    return ring_allreduce_bytes(payload, workers)

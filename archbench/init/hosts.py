@@ -56,7 +56,7 @@ def from_emulated(name: str) -> Hosts:
         "slots": state.slots,
         "manage": False,
     }
-    return Hosts("emulated", hosts, cluster, f"emulated cluster {name}", state.bandwidth)
+    return Hosts("emulated", hosts, cluster, f"emulated cluster {name}", state.bandwidth.text)
 
 
 def resolve(hostfile: str | None, cluster: str | None, env: Mapping[str, str]) -> Hosts:

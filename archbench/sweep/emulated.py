@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from archbench.bandwidth import Bandwidth
 from archbench.errors import StopError, UsageError
 from archbench.sweep.hosts import ClusterTarget
 
@@ -82,7 +83,7 @@ class EmulatedCluster:
         # it could bring the cluster down has it brought down by the next one.
         self.owner_file = owner_file
         self.owned = False  # brought up by this sweep, so ours to bring down
-        self.restore: str | None = None  # bandwidth to give back to a cluster we found up
+        self.restore: Bandwidth | None = None  # bandwidth to give back to a cluster we found up
         self.log = log or (
             lambda line: print(f"archbench sweep: {line}", file=sys.stderr, flush=True)
         )
@@ -122,7 +123,7 @@ class EmulatedCluster:
                 f"emulated cluster {self.name!r} is up with nodes {', '.join(state.node_names)}, "
                 f"the study wants {', '.join(wanted)}; bring it down or change cluster.nodes"
             )
-        other = sorted(b for b in bandwidths if b != state.bandwidth)
+        other = sorted(b for b in bandwidths if b != state.bandwidth.text)
         if other and not self.target.manage:
             raise UsageError(
                 f"emulated cluster {self.name!r} is up at {state.bandwidth} and the study needs "
@@ -171,7 +172,7 @@ class EmulatedCluster:
             bring_up(spec)
             self.owned = True
             return
-        if state.bandwidth == bandwidth:
+        if state.bandwidth.text == bandwidth:
             return
         if not self.target.manage:
             raise UsageError(
@@ -180,7 +181,8 @@ class EmulatedCluster:
         if not self.owned and self.restore is None:
             self.restore = state.bandwidth
         self.log(f"re-shaping the links of emulated cluster {self.name!r} to {bandwidth}")
-        set_bandwidth(self.name, bandwidth)
+        # a study's levels were checked as tc rates when the study was read
+        set_bandwidth(self.name, Bandwidth.tc_rate(bandwidth, check_range=False))
 
     def close(self) -> None:
         if self.owned:

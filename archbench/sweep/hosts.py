@@ -62,7 +62,7 @@ def _running_bandwidth(name: str) -> str | None:
     from archbench.cluster.state import is_up, load_state
 
     state = load_state(name)
-    return state.bandwidth if state is not None and is_up(state) else None
+    return state.bandwidth.text if state is not None and is_up(state) else None
 
 
 def resolve_target(

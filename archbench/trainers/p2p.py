@@ -47,7 +47,6 @@ import time
 import numpy as np
 
 from archbench import sparse_rows
-from archbench.compression import CompressionSpec
 from archbench.compression.topk import TopK
 from archbench.errors import UsageError
 from archbench.localsgd import AVERAGE, SYNC
@@ -108,7 +107,7 @@ class P2PTrainer(Trainer):
         self.sgd = ShardSGD(stop - start, self.config.lr, self.config.momentum)
         self.local_sgd: ShardSGD | None = None  # --sync-every: this worker's own momentum
         self.steps_done = 0
-        self.spec = CompressionSpec.from_config(self.config)
+        self.spec = self.config.compression_spec
         self.topk = TopK(self.plan.elements, self.spec) if self.spec.sparse else None
 
         self._gradients = tf.function(self._flat_gradients)

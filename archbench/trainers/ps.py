@@ -577,9 +577,9 @@ class PSTrainer(Trainer):
     def partition(self) -> PartitionSpec:
         return PartitionSpec.from_config(self.config)
 
-    @cached_property
+    @property
     def compression(self) -> CompressionSpec:
-        return CompressionSpec.from_config(self.config)
+        return self.config.compression_spec
 
     @cached_property
     def _topk_spec(self) -> CompressionSpec | None:

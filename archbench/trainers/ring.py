@@ -73,9 +73,8 @@ class RingTrainer(KerasTrainer):
         # setting read at init (fusion threshold, cycle time, allreduce algorithm, controller).
         hvd.init()
         self.check_world("Horovod", hvd.rank(), hvd.size())
-        self.compression = (
-            hvd.Compression.fp16 if self.config.compression == "fp16" else hvd.Compression.none
-        )
+        spec = self.config.compression_spec
+        self.hvd_compression = spec.horovod_compression(hvd)  # fp16's cast, or none
         import tensorflow as tf
 
         # --sparse-exchange sparse: rows gathered per row-sparse variable (counted in the steps)
@@ -87,12 +86,8 @@ class RingTrainer(KerasTrainer):
         # Every rank built the same initial weights from the seed; broadcasting makes it a fact.
         hvd.broadcast_variables(self.model.variables, root_rank=0)
         # top-k or PowerSGD: the compressor's exchange replaces Horovod's allreduce
-        import tensorflow as tf
-
-        from archbench.compression import CompressionSpec
         from archbench.compression.ring import ring_compressor
 
-        spec = CompressionSpec.from_config(self.config)
         variables = self.model.trainable_variables
         self.compressor = ring_compressor(tf, hvd, spec, variables, hvd.size(), self.config.seed)
 
@@ -113,7 +108,9 @@ class RingTrainer(KerasTrainer):
         if not self.sparse:  # densify, then allreduce (sparse_as_dense)
             grads = [tf.convert_to_tensor(g) for g in grads]
         # an IndexedSlices is allgathered (its rows and indices), a tensor allreduced
-        reduced = [hvd.allreduce(g, op=hvd.Average, compression=self.compression) for g in grads]
+        reduced = [
+            hvd.allreduce(g, op=hvd.Average, compression=self.hvd_compression) for g in grads
+        ]
         self._count_gathered_rows(reduced)
         return reduced
 
@@ -135,7 +132,7 @@ class RingTrainer(KerasTrainer):
                 self._gathered_rows[index].assign_add(rows)
 
     def _build_fused_step(self):
-        if self.config.compression in ("topk", "powersgd"):
+        if self.config.compression_spec.own_exchange:
             return super()._build_fused_step()  # compute, then the compressor's exchange
         import tensorflow as tf
 
@@ -146,7 +143,7 @@ class RingTrainer(KerasTrainer):
                 logits = self.model(x, training=True)
                 loss = self.loss_fn(y, logits)
             tape = hvd.DistributedGradientTape(
-                tape, compression=self.compression, sparse_as_dense=not self.sparse
+                tape, compression=self.hvd_compression, sparse_as_dense=not self.sparse
             )
             grads = tape.gradient(loss, self.model.trainable_variables)
             self._count_gathered_rows(grads)
@@ -172,15 +169,14 @@ class RingTrainer(KerasTrainer):
             shapes = [tuple(map(int, v.shape)) for v in self.model.trainable_variables]
             spec = self.compressor.spec
             return ring_stats(spec, shapes, self.num_workers, steps, self.compressor)
-        # Ring allreduce: each worker sends 2(W-1)/W of the gradient bytes per step
-        # (reduce-scatter then allgather); fp16 compression halves float32 payloads.
+        # Ring allreduce of the dense gradients as they go on the wire (fp16 halves them)
+        from archbench.compression import ring_allreduce_bytes
         from archbench.models import parameter_stats
 
         workers = self.num_workers
         gradient_bytes = parameter_stats(self.model)["param_bytes"] - self._row_sparse_dense_bytes()
-        if self.config.compression == "fp16":
-            gradient_bytes //= 2
-        per_step = int(round(2 * (workers - 1) / workers * gradient_bytes)) if workers > 1 else 0
+        wire_bytes = self.config.compression_spec.dense_wire_bytes(gradient_bytes)
+        per_step = ring_allreduce_bytes(wire_bytes, workers)
         method = "analytic: ring allreduce, 2(W-1)/W x gradient bytes"
         if self._sparse_rows:
             per_step += int(round((workers - 1) / workers * self._gathered_bytes(steps)))
@@ -219,11 +215,11 @@ class RingTrainer(KerasTrainer):
         """--sync-every > 1: the gradient allreduce (as counted above) on the synchronous steps,
         an uncompressed allreduce of the parameters on the averaging steps, nothing on the local
         ones; per step = over every step."""
+        from archbench.compression import ring_allreduce_bytes
         from archbench.models import parameter_stats
 
-        workers = self.num_workers
         param_bytes = parameter_stats(self.model)["param_bytes"]
-        per_average = int(round(2 * (workers - 1) / workers * param_bytes)) if workers > 1 else 0
+        per_average = ring_allreduce_bytes(param_bytes, self.num_workers)
         total = synchronous["bytes_sent_per_step"] * self.steps_by_kind.get(SYNC, 0)
         total += per_average * self.steps_by_kind.get(AVERAGE, 0)
         per_step = int(round(total / steps)) if steps else 0

@@ -70,7 +70,7 @@ def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute:
     wire = ring_wire_bytes(config)
     threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
     buffers = F.fusion_buffers(wire, threshold)
-    if config.compression == "powersgd":
+    if _spec(config).low_rank:
         buffers = max(buffers, 2)  # P, then Q: two rounds of allreduce
     parts = F.ring_allreduce_placed_parts(wire, workers, network, arch.gamma_s_per_byte, buffers)
     # where microbench timed Horovod's allreduce over this many hosts, a call's fixed cost is
@@ -190,7 +190,7 @@ def ring_wire_bytes(config: StepConfig) -> float:
     indices from each of W workers, (W-1) x 8k = 2(W-1)/W x (W x 8k / 2); for sparse rows the
     same for the allgather of the rows each worker's batch looked up with int64 indices, plus
     the dense variables."""
-    from archbench.compression import VALUE_BYTES, powersgd_payload
+    from archbench.compression import INDEX_BYTES, VALUE_BYTES, powersgd_payload
     from archbench.sparse_rows import INDEX_BYTES_PS
 
     message = float(config.param_bytes)
@@ -199,16 +199,14 @@ def ring_wire_bytes(config: StepConfig) -> float:
         workers = len(config.placement.worker_hosts)
         return rows.dense_bytes + workers * rows.payload(INDEX_BYTES_PS) / 2
     spec = _spec(config)
-    if spec.method == "fp16":
-        return message / 2
-    if spec.method == "topk":
+    if spec.sparse:
         workers = len(config.placement.worker_hosts)
         kept = spec.kept(0, int(message // VALUE_BYTES))
-        return workers * kept * 8 / 2
-    if spec.method == "powersgd" and config.variable_shapes:
+        return workers * kept * (VALUE_BYTES + INDEX_BYTES) / 2
+    if spec.low_rank and config.variable_shapes:
         payload = powersgd_payload(list(config.variable_shapes), spec.rank)
         return float(sum(payload.values()) * VALUE_BYTES)
-    return message
+    return message * spec.wire_value_bytes / VALUE_BYTES  # fp16 halves the dense gradient
 
 
 def sparse_push_bytes(config: StepConfig) -> float | None:
@@ -226,7 +224,7 @@ def sparse_push_bytes(config: StepConfig) -> float | None:
         workers = len(config.placement.worker_hosts)
         return (rows.dense_bytes + rows.payload(INDEX_BYTES_P2P)) * (workers - 1) / workers
     spec = _spec(config)
-    if spec.method != "topk":
+    if not spec.sparse:
         return None
     kept = spec.kept(0, int(float(config.param_bytes) // VALUE_BYTES))
     if has_servers(config.arch):
@@ -257,7 +255,7 @@ def sparse_return_bytes(config: StepConfig) -> float | None:
             shard, (rows.dense_bytes + union * (rows.row_bytes + 2 * INDEX_BYTES_P2P)) / workers
         )
     spec = _spec(config)
-    if spec.method != "topk":
+    if not spec.sparse:
         return None
     elements = int(float(config.param_bytes) // VALUE_BYTES)
     union = min(float(spec.kept(0, elements)), elements / workers)

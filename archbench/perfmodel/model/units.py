@@ -11,12 +11,14 @@ def emulated_burst_bytes(link: str | None, dilation: float | None = None) -> flo
     if not link:
         return 0.0
     try:
+        from archbench.bandwidth import Bandwidth
         from archbench.cluster.network import tbf_burst_bytes
         from archbench.cluster.state import link_rate
     except ImportError:
         return 0.0
     try:
-        return float(tbf_burst_bytes(link_rate(str(link), dilation)))
+        rate = Bandwidth.tc_rate(str(link), check_range=False)
+        return float(tbf_burst_bytes(link_rate(rate, dilation)))
     except Exception:  # noqa: BLE001 - a rate the cluster module cannot read has no bucket
         return 0.0
 
