@@ -493,6 +493,9 @@ def combination_problem(values: dict[str, Any]) -> str | None:
             f"steps: give more steps, or --warmup-steps below {steps}"
         )
     arch = values.get("arch")
+    problem = _inapplicable_problem(arch, values)
+    if problem:
+        return problem
     if arch is not None and SETTINGS["compression"].applies(arch):
         problem = carry_problem(arch, values.get("compression"), values.get("sync") is not False)
         if problem:
@@ -543,18 +546,32 @@ def record_config(arch: str, values: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _sparse_problem(values: dict[str, Any]) -> str | None:
-    """Sparse exchange and partitionings where they cannot apply: another architecture, another
-    data set, or together with a setting they do not combine with."""
-    arch = values.get("arch")
-    for name in ("data_partition", "param_partition", "sparse_exchange"):
-        row = SETTINGS[name]
-        value = values.get(name)
-        if arch is not None and value not in (None, row.default) and not row.applies(arch):
+def _inapplicable_problem(arch: str | None, values: dict[str, Any]) -> str | None:
+    """A setting given a value of its own for an architecture it means nothing to (`--num-ps 2`
+    with `--arch p2p`): said, not silently dropped. Its default and its not-applicable value (as
+    records hold it) pass."""
+    if arch is None:
+        return None
+    for row in TRAIN_SETTINGS:
+        value = values.get(row.name)
+        if row.name == "arch" or value in (None, row.default, row.not_applicable):
+            continue
+        if row.name == "sync" and value in ("sync", "async"):
+            value = value == "sync"  # a record's spelling of the two modes
+            if value == row.default:
+                continue
+        if not row.applies(arch, value):
+            given = "--async" if row.name == "sync" else f"{row.train_flag} {value}"
             return (
-                f"{row.train_flag} {value} cannot apply to --arch {arch}: it applies to "
+                f"{given} cannot apply to --arch {arch}: it applies to "
                 f"{', '.join(sorted(row.applies_to))}"
             )
+    return None
+
+
+def _sparse_problem(values: dict[str, Any]) -> str | None:
+    """Sparse exchange and partitionings where they cannot apply: another data set, or together
+    with a setting they do not combine with (another architecture: `_inapplicable_problem`)."""
     data_partition = values.get("data_partition")
     if data_partition not in (None, "random") and values.get("dataset") != "words":
         return (
@@ -584,6 +601,6 @@ def _sparse_problem(values: dict[str, Any]) -> str | None:
         every = values.get("sync_every")
         if every and every > 1:
             return f"--sparse-exchange sparse with --sync-every {every} is not supported: use one of them"
-        if has_servers(arch) and values.get("sync") is False:
+        if has_servers(values.get("arch")) and values.get("sync") is False:
             return "--sparse-exchange sparse needs synchronous parameter servers (--sync)"
     return None

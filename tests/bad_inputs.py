@@ -60,6 +60,10 @@ TRAIN_CASES = [
     _train("unknown ps sharding", "--ps-sharding", "random"),
     _train("unknown p2p schedule", "--p2p-schedule", "eager"),
     _train("unknown flag", "--nosuch-flag", "1"),
+    # a setting of another architecture is said, not silently dropped
+    _train("servers for p2p", "--arch", "p2p", "--num-ps", "2"),
+    _train("async ring", "--arch", "ring", "--async"),
+    _train("fusion for single", "--arch", "single", "--fusion-threshold-mb", "8"),
     _train("batch size 0", "--batch-size", "0"),
     _train("batch size -1", "--batch-size", "-1"),
     _train("batch size text", "--batch-size", "many"),
