@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from archbench.launch import detect_place, root_mpi_env, threads_per_process
+
 
 def _bare_horovod_step(hvd, tf, model, optimizer, loss_fn, images, labels):
     @tf.function
@@ -41,7 +43,6 @@ def worker(args: argparse.Namespace) -> None:
 
     from archbench.config import TrainConfig
     from archbench.data import BatchPlan, make_synthetic, train_batches
-    from archbench.launch import detect_place, threads_per_process
     from archbench.models import build_model
     from archbench.trainers.ring import RingTrainer
 
@@ -166,7 +167,6 @@ def run(args: argparse.Namespace) -> int:
         "--warmup",
         str(args.warmup),
     ]
-    from archbench.launch import root_mpi_env
 
     env = {**os.environ, **root_mpi_env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
     print("running: " + " ".join(command), flush=True)

@@ -13,6 +13,7 @@ from functools import cached_property
 from archbench.archs import ARCHITECTURES
 from archbench.compression import CompressionSpec
 from archbench.errors import UsageError
+from archbench.jsonl import check_appendable
 from archbench.settings import (
     ALLREDUCE_ALGORITHMS,
     COMPRESSIONS,
@@ -27,6 +28,7 @@ from archbench.settings import (
     combination_problem,
     record_config,
 )
+from archbench.timeline.plan import too_short
 
 __all__ = [
     "ALLREDUCE_ALGORITHMS",
@@ -106,7 +108,6 @@ def check_output_path(path: str | None) -> None:
     """The record must be appendable: fail now rather than after training."""
     if path is None:
         return
-    from archbench.jsonl import check_appendable
 
     problem = check_appendable(path)
     if problem:
@@ -118,15 +119,11 @@ def check_timeline(config: TrainConfig) -> None:
     to trace (with --epochs the run's length is known once the data is: archbench.timeline)."""
     if config.timeline is None:
         return
-    from archbench.jsonl import check_appendable
 
     problem = check_appendable(config.timeline, "a trace goes to a plain JSON file")
     if problem:
         raise UsageError(f"--timeline {config.timeline}: {problem}")
     if config.steps is not None:
-        # deferred: the timeline package loads its tracer, which only --timeline runs need
-        from archbench.timeline.plan import too_short
-
         problem = too_short(
             config.steps, config.warmup_steps, config.probe_every, config.timeline_steps
         )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archbench.errors import DamagedDataFile, UsageError
+from archbench.words import tokenize, windows
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 IDX_FILES = {
@@ -380,7 +381,6 @@ def make_text_dataset(text_file: str | None, seq_len: int) -> ArrayDataset:
 def make_word_dataset(text_file: str | None, seq_len: int, vocab_size: int) -> ArrayDataset:
     """Windows of seq_len words -> the next word (`archbench.words`), with each training
     window's document."""
-    from archbench.words import tokenize, windows
 
     documents, source = read_documents(text_file)
     if not any(document.strip() for document in documents):

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from archbench.settings import applies
+
 SYNC = "sync"
 LOCAL = "local"
 AVERAGE = "average"
@@ -38,7 +40,6 @@ class SyncSchedule:
     @classmethod
     def for_config(cls, config: Any, total_steps: int | None = None) -> SyncSchedule:
         """The schedule of a run; synchronous every step where the setting does not apply."""
-        from archbench.settings import applies
 
         if not applies("sync_every", config.arch):
             return cls(1, 0, total_steps)

@@ -33,10 +33,11 @@ import numpy as np
 from archbench.cluster import threadcaps
 from archbench.config import TrainConfig
 from archbench.data import ArrayDataset, BatchPlan, SyntheticData, test_batches, train_batches
-from archbench.errors import Diverged
+from archbench.errors import Diverged, UsageError
 from archbench.launch import compute_window_s, step_block_s
 from archbench.localsgd import SyncSchedule
 from archbench.models import global_norm, parameter_digest
+from archbench.partition import data_partition
 from archbench.probes import is_probe
 from archbench.trainers.base import Trainer
 
@@ -84,8 +85,6 @@ class LoopResult:
 def schedule(config: TrainConfig, plan: BatchPlan) -> tuple[int, int]:
     """(total steps, epochs touched) for --epochs or --steps."""
     if plan.steps_per_epoch < 1:
-        from archbench.errors import UsageError
-
         raise UsageError(
             f"global batch {plan.global_batch} is larger than the training set ({plan.train_size})"
         )
@@ -158,8 +157,6 @@ def batch_plan(config: TrainConfig, data: ArrayDataset | SyntheticData, workers:
     method = getattr(config, "data_partition", None) or "random"
     parts = None
     if method != "random" and workers > 1:
-        from archbench.partition import data_partition
-
         parts = data_partition(method, data, workers, config.seed).parts
     return BatchPlan(data.train_size, config.batch_size, workers, config.seed, parts)
 

@@ -27,6 +27,7 @@ from archbench.launch import (
     launcher_command,
     threads_per_process,
 )
+from archbench.localsgd import comm_record
 from archbench.one_line_parser import OneLineArgumentParser
 from archbench.phases import PhaseClock
 from archbench.record import (
@@ -357,8 +358,6 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     )
     comm = {**trainer.comm_stats(loop_result.steps), **extra}
     if applies("sync_every", config.arch):
-        from archbench.localsgd import comm_record
-
         comm.update(comm_record(trainer.schedule, trainer.steps_by_kind, comm.get("bytes_total")))
     if applies("data_partition", config.arch):
         comm["partition"] = _partition_record(config, data, num_workers, comm)

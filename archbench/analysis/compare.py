@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from archbench.analysis import arch_rows
+from archbench.analysis.fmt import num
 from archbench.errors import UsageError
 
 
@@ -29,8 +30,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
-    from archbench.analysis.fmt import num
-
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float):

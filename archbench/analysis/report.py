@@ -31,7 +31,7 @@ from archbench.analysis import (
     transfer,
 )
 from archbench.analysis.fmt import num, plain
-from archbench.analysis.load import Study, format_level, load_study
+from archbench.analysis.load import Study, factor_column, format_level, level_sort_key, load_study
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.errors import UsageError
 from archbench.output_folder import folder_problem
@@ -83,8 +83,6 @@ def overview_table(study: Study) -> Table:
 
 
 def factor_levels(study: Study) -> list[str]:
-    from archbench.analysis.load import factor_column, level_sort_key
-
     lines = []
     for name in study.factors:
         values = study.frame[factor_column(name)].dropna().unique()

@@ -21,6 +21,9 @@ import statistics
 import sys
 import time
 
+from archbench.cluster import threadcaps
+from archbench.cluster.dilation import factor
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m archbench.cluster.linkprobe")
@@ -36,9 +39,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     import numpy as np
     from mpi4py import MPI
-
-    from archbench.cluster import threadcaps
-    from archbench.cluster.dilation import factor
 
     comm = MPI.COMM_WORLD
     if comm.Get_size() != 2:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from archbench.cluster.network import terminate
 from archbench.cluster.preflight import find_tool
+from archbench.cluster.sshd import pid_alive, start_in_node
 from archbench.cluster.state import ClusterState
 from archbench.errors import RunFailed, UsageError
 from archbench.safe_text import plain_word
@@ -215,7 +216,6 @@ def start(
 ) -> dict:
     """Writes the configuration, starts munged, slurmctld and the slurmds, and waits until every
     node is idle; returns what the state keeps. RunFailed (one line) when it does not get there."""
-    from archbench.cluster.sshd import start_in_node
 
     directory = state.directory
     munge = directory / MUNGE_DIR
@@ -312,8 +312,6 @@ def _last_error(path: Path) -> str:
 
 
 def _wait_for(ready, pid: int, what: str, log: Path, timeout_s: float) -> None:
-    from archbench.cluster.sshd import pid_alive
-
     deadline = time.monotonic() + timeout_s
     while not ready():
         if not pid_alive(pid):
@@ -345,8 +343,6 @@ def node_states(directory: Path, timeout_s: float = 10.0) -> dict[str, str]:
 
 
 def wait_until_idle(state: ClusterState, pids: dict[str, int], timeout_s: float) -> None:
-    from archbench.cluster.sshd import pid_alive
-
     directory = state.directory
     slurm = directory / SLURM_DIR
     deadline = time.monotonic() + timeout_s
@@ -411,8 +407,6 @@ def stop(directory: Path, grace_s: float = STOP_GRACE_S) -> None:
 
 
 def _alive(pid: int) -> bool:
-    from archbench.cluster.sshd import pid_alive
-
     return pid_alive(pid)
 
 

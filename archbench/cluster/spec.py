@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from archbench import launch
 from archbench.bandwidth import Bandwidth
+from archbench.cluster import cgroups
 from archbench.cluster import dilation as dilation_of
 from archbench.cluster.dilation import Dilation
 from archbench.cluster.idlewait import DEFAULT_NAP_US, MAX_NAP_US
@@ -74,10 +76,9 @@ def make_spec(
     nap_us = DEFAULT_NAP_US if idle_nap_us is None else idle_nap_us
     if not 0 <= nap_us <= MAX_NAP_US:
         raise UsageError(f"--idle-nap-us {nap_us} is out of range 0..{MAX_NAP_US} (0: waits spin)")
-    from archbench.launch import usable_cores
 
     slowdown = dilation_of.parse(
-        dilation, nodes, vcpus_per_node, usable_cores(), cfs_period_ms, vcpus_per_process
+        dilation, nodes, vcpus_per_node, launch.usable_cores(), cfs_period_ms, vcpus_per_process
     )
     if slowdown is None and (
         vcpus_per_node is not None or vcpus_per_process is not None or cfs_period_ms is not None
@@ -87,8 +88,6 @@ def make_spec(
             "--dilation off"
         )
     if slowdown is not None:
-        from archbench.cluster import cgroups
-
         cgroups.check_period(slowdown.cfs_period_us, slowdown.thread_quota_us)
     return ClusterSpec(
         name=name,

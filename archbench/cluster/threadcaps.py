@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from archbench.cluster import cgroups
+from archbench.cluster.dilation import factor
 from archbench.cluster.idlewait import LIBRARY_NAME
 
 _THREAD_GROUP = re.compile(r"/vcpu/[pb]\d+/t\d+$")
@@ -123,8 +124,6 @@ def main() -> int:
     import json
     import threading
     import time
-
-    from archbench.cluster.dilation import factor
 
     started = threading.Event()
     worker = threading.Thread(target=started.wait, daemon=True)  # a thread born before arming

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from archbench.compression import CompressionSpec
+from archbench.compression.powersgd import PowerSGD
 
 
 def ring_compressor(tf, hvd, spec: CompressionSpec, variables, workers: int, seed: int):
@@ -13,7 +14,6 @@ def ring_compressor(tf, hvd, spec: CompressionSpec, variables, workers: int, see
 
         return TopKAllgather(tf, variables, spec, hvd.allgather, workers)
     if spec.method == "powersgd":
-        from archbench.compression.powersgd import PowerSGD
 
         def average(tensors):
             return [hvd.allreduce(t, op=hvd.Average) for t in tensors]

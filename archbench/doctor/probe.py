@@ -17,6 +17,11 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
+import archbench
+from archbench.errors import UsageError
+from archbench.info import collect
+from archbench.record import environment
+
 MARKER = "archbench-doctor-probe:"
 # A value a host lacks (a package not installed, a git-less checkout) reads as this.
 ABSENT = "not installed"
@@ -24,11 +29,8 @@ ABSENT = "not installed"
 
 def versions(full: bool) -> dict[str, str]:
     """The versions doctor compares between hosts (archbench.info owns how they are read)."""
-    from archbench.record import environment
 
     if full:
-        from archbench.info import collect
-
         info = collect()
     else:
         info = {"environment": environment()}
@@ -55,7 +57,6 @@ def data_problems(data_sets: list[dict[str, str | None]]) -> list[str]:
     `archbench train` names them), one line each: archbench.data owns the checks a run makes
     before it starts."""
     from archbench.data import check_available
-    from archbench.errors import UsageError
 
     problems = []
     for data in data_sets:
@@ -70,8 +71,6 @@ def data_problems(data_sets: list[dict[str, str | None]]) -> list[str]:
 
 
 def probe(args: argparse.Namespace) -> dict[str, Any]:
-    import archbench
-
     return {
         "hostname": socket.gethostname(),
         "archbench_path": os.path.dirname(os.path.abspath(archbench.__file__)),

@@ -14,14 +14,14 @@ import json
 import socket
 import sys
 
+from archbench.errors import RunFailed
+from archbench.ps.cluster_spec import pick_free_port, reachable_address
+
 MARKER = "archbench-doctor-ranks:"
 CONNECT_TIMEOUT_S = 3.0
 
 
 def _listen() -> tuple[socket.socket | None, int | None, str | None]:
-    from archbench.errors import RunFailed
-    from archbench.ps.cluster_spec import pick_free_port
-
     try:
         port = pick_free_port()
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -34,8 +34,6 @@ def _listen() -> tuple[socket.socket | None, int | None, str | None]:
 
 def main() -> int:
     from mpi4py import MPI
-
-    from archbench.ps.cluster_spec import reachable_address
 
     comm = MPI.COMM_WORLD
     listener, port, error = _listen()

@@ -17,6 +17,9 @@ from archbench.init import levels, workload
 from archbench.init.link import link_rate
 from archbench.init.text import render
 from archbench.settings import SETTINGS
+from archbench.sweep.hosts import resolve_target
+from archbench.sweep.plan import build_plan
+from archbench.sweep.spec import load_spec
 
 DEFAULT_OUT = "runs/first.yaml"
 DEFAULT_STEPS = 100
@@ -83,9 +86,6 @@ def _study_name(out: Path) -> str:
 def _write_checked(text: str, out: Path) -> None:
     """Writes `text` beside `out`, checks it as the sweep will (spec, cluster, plan), then
     moves it into place: a spec that would not sweep is never left behind."""
-    from archbench.sweep.hosts import resolve_target
-    from archbench.sweep.plan import build_plan
-    from archbench.sweep.spec import load_spec
 
     out.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".yaml", dir=out.parent)
@@ -102,8 +102,6 @@ def _write_checked(text: str, out: Path) -> None:
 
 def _draft_design(text_for, out: Path) -> levels.Design:
     """The levels that fit, tried on a draft spec with every candidate level."""
-    from archbench.sweep.hosts import resolve_target
-    from archbench.sweep.spec import load_spec
 
     draft = levels.Design(list(levels.CANDIDATE_WORKERS), list(levels.PLACEMENTS))
     with tempfile.TemporaryDirectory(prefix="archbench-init-") as folder:

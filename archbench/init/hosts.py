@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from archbench.errors import UsageError
 from archbench.hosts import HostSlots, check_host_name, read_hostfile
+from archbench.sweep.slurm import allocation_hosts
 
 
 @dataclass
@@ -31,8 +32,6 @@ def from_hostfile(path: str) -> Hosts:
 
 
 def from_allocation(env: Mapping[str, str]) -> Hosts:
-    from archbench.sweep.slurm import allocation_hosts
-
     job = env.get("SLURM_JOB_ID", "?")
     return Hosts("slurm", allocation_hosts(env), {"kind": "slurm"}, f"Slurm job {job}")
 

@@ -56,8 +56,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from archbench.compression.topk import TfTopK
+from archbench.models import build_model
+from archbench.ps import rows
 from archbench.ps.cluster_spec import ClusterLayout
 from archbench.ps.sharding import ShardPlan, cut_shards, plan_for_model, with_row_placement
+from archbench.sparse_rows import embedding_variables
 
 DONE_QUEUE = "archbench_ps_done"
 REPORT_QUEUE = "archbench_ps_reports"
@@ -158,9 +162,6 @@ def build_worker_graph(
     the shard plan's row ranges). `partition`: a PartitionSpec, or None: shards cut into pieces
     of at most its bytes (each pushed, updated and pulled by its own ops), pulls chained first
     layers first (priority; `archbench.tensor_partition`)."""
-    from archbench.models import build_model
-    from archbench.ps import rows
-    from archbench.sparse_rows import embedding_variables
 
     sparse = compression is not None and compression.sparse and sync
     if local_steps and not sync:
@@ -211,8 +212,6 @@ def build_worker_graph(
                 fill_buffers = tf.group(*[b.assign(g) for b, g in zip(buffers, grads)])
             selector = None
             if sparse:
-                from archbench.compression.topk import TfTopK
-
                 elements = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
                 selector = TfTopK(tf, elements, compression, name="archbench_topk")
 

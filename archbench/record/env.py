@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 
+import archbench
 from archbench.launch import usable_cores
 
 
@@ -77,7 +78,6 @@ def load_average() -> float | None:
 
 def environment(gpus: list[str] | None = None) -> dict:
     """Versions and hardware: what a reader needs to reproduce or discount a number."""
-    import archbench
     from archbench.stack import stack
 
     return {

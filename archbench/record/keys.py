@@ -24,6 +24,9 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
+from archbench.phases import PHASES
+from archbench.settings import SETTINGS, TRAIN_SETTINGS
+
 S = "s"  # training time: virtual on a dilated cluster
 REAL_S = "real s"  # real seconds, never dilated
 RATE = "samples/s"  # per second of training time (virtual on a dilated cluster)
@@ -121,8 +124,6 @@ _SETTING_TYPES = {"int": "int", "float": "float", "choice": "str", "str": "str",
 
 
 def _config_keys() -> list[Key]:
-    from archbench.settings import SETTINGS, TRAIN_SETTINGS
-
     keys = []
     for row in TRAIN_SETTINGS:
         applies = sorted(row.applies_to)
@@ -543,8 +544,6 @@ _TIMELINE = _keys(
 
 
 def _launch_keys() -> list[Key]:
-    from archbench.phases import PHASES
-
     rows = """
         launch.warm bool -
         launch.group str -

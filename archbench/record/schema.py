@@ -33,6 +33,7 @@ import math
 from typing import Any
 
 from archbench.errors import UsageError
+from archbench.settings import SETTINGS
 
 SCHEMA_NAME = "archbench.run"
 VERSION = 3
@@ -209,7 +210,6 @@ def derive_sync_every(record: dict[str, Any]) -> None:
     config = record.get("config")
     if not isinstance(config, dict) or "sync_every" in config or "arch" not in config:
         return
-    from archbench.settings import SETTINGS
 
     applies = SETTINGS["sync_every"].applies(str(config["arch"]))
     config["sync_every"] = 1 if applies else None
@@ -223,7 +223,6 @@ def derive_compression(record: dict[str, Any]) -> None:
     config = record.get("config")
     if not isinstance(config, dict) or "arch" not in config or config.get("compression"):
         return
-    from archbench.settings import SETTINGS
 
     if SETTINGS["compression"].applies(str(config["arch"])):
         config["compression"] = "none"

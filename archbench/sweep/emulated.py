@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from archbench.bandwidth import Bandwidth
+from archbench.cluster.preflight import require_cluster_support
 from archbench.errors import StopError, UsageError
 from archbench.sweep.hosts import ClusterTarget
 
@@ -96,7 +97,6 @@ class EmulatedCluster:
 
     def check_ready(self, bandwidths: set[str]) -> None:
         """Before any run: refuse what cannot work (not up and not managed, wrong nodes, ...)."""
-        from archbench.cluster.preflight import require_cluster_support
 
         require_cluster_support()
         state = self._state()

@@ -19,9 +19,11 @@ from archbench.archs import arch as architecture
 from archbench.errors import UsageError
 from archbench.settings import PLACEMENT_POLICIES, SETTINGS, applies, combination_problem
 from archbench.sweep import commands, design
+from archbench.sweep.emulated import check_buildable
 from archbench.sweep.hosts import ClusterTarget
 from archbench.sweep.limits import MAX_DESIGN_POINTS, MAX_RUNS
 from archbench.sweep.spec import Design, StudySpec
+from archbench.timeline.plan import too_short
 
 # Launch defaults for multi-process runs when the study does not set them (the registry's).
 DEFAULT_WORKERS = SETTINGS["workers"].default
@@ -200,7 +202,6 @@ def _untraceable(config: dict[str, Any]) -> str | None:
     says so: its length depends on the data)."""
     if config.get("steps") is None:
         return None
-    from archbench.timeline.plan import too_short
 
     length = ("warmup_steps", "probe_every", "timeline_steps")
     return too_short(config["steps"], *(config.get(n, SETTINGS[n].default) for n in length))
@@ -250,8 +251,6 @@ def run_id_for(
 def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
     """Every run of the study, validated and in run order; UsageError on the first problem."""
     if target.kind == "emulated":
-        from archbench.sweep.emulated import check_buildable
-
         check_buildable(target, spec.cluster)
     parts = design_parts(spec)
     varying = varied_settings(spec)

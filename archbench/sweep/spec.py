@@ -13,9 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archbench import launch
+from archbench.cluster import dilation as dilation_of
+from archbench.cluster.idlewait import MAX_NAP_US
 from archbench.errors import UsageError
+from archbench.safe_text import one_line
 from archbench.settings import LevelError, setting
 from archbench.sweep import allowed, limits
+from archbench.sweep.preflight import interpreter_problem
 
 DESIGN_KINDS = ("full_factorial", "random", "latin_hypercube", "one_at_a_time")
 CLUSTER_KINDS = ("auto", "localhost", "emulated", "slurm", "hostfile")
@@ -279,8 +284,6 @@ def _python(value: Any, where: str) -> str | None:
     archbench is checked before the first run)."""
     if value is None or value == "":
         return None
-    from archbench.safe_text import one_line
-    from archbench.sweep.preflight import interpreter_problem
 
     if not isinstance(value, str):
         raise UsageError(f"{where}: python must be the path of a Python interpreter, got {value!r}")
@@ -383,17 +386,12 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
         if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
             raise UsageError(f"{where}: cluster: {key} {count!r} must be a whole number")
     if dilation is not None or vcpus is not None or per_process is not None:
-        from archbench.cluster import dilation as dilation_of
-        from archbench.launch import usable_cores
-
         try:  # a factor >= 1, auto or off, that fits this machine
-            dilation_of.parse(dilation, nodes, vcpus, usable_cores(), None, per_process)
+            dilation_of.parse(dilation, nodes, vcpus, launch.usable_cores(), None, per_process)
         except UsageError as exc:
             raise UsageError(f"{where}: cluster: {exc}") from None
     nap_us = value.get("idle_nap_us")
     if nap_us is not None:
-        from archbench.cluster.idlewait import MAX_NAP_US
-
         if isinstance(nap_us, bool) or not isinstance(nap_us, int) or not 0 <= nap_us <= MAX_NAP_US:
             raise UsageError(
                 f"{where}: cluster: idle_nap_us {nap_us!r} must be a whole number of "

@@ -13,8 +13,10 @@ import argparse
 import json
 from pathlib import Path
 
+from archbench.analysis.fmt import as_percent, num
 from archbench.archs import SERVER_ROLE
 from archbench.errors import UsageError
+from archbench.timeline.traceformat import problems
 
 COLUMNS = (  # (header, StepBreakdown attribute)
     ("step ms", "step_s"),
@@ -45,7 +47,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def read_trace(path: Path) -> dict:
     """The trace at `path`; UsageError (one line) when it is not a --timeline trace."""
-    from archbench.timeline.traceformat import problems
 
     try:
         trace = json.loads(path.read_text(encoding="utf-8"))
@@ -94,8 +95,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(rows) -> str:
-    from archbench.analysis.fmt import as_percent, num
-
     headers = ["rank", "role", *(h for h, _ in COLUMNS), "overlap", "spans cover", "+ throttled"]
     lines = [headers]
     for row in rows:

@@ -15,6 +15,8 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from archbench.cluster import cgroups
+
 
 @dataclass(frozen=True)
 class Reading:
@@ -26,15 +28,12 @@ class Throttle:
     def __init__(self):
         self.hierarchy = None
         with contextlib.suppress(Exception):  # no cgroup support: a run without budget figures
-            from archbench.cluster import cgroups
-
             self.hierarchy = cgroups.detect()
 
     def read(self, groups: tuple[Path, ...] | None = None) -> Reading | None:
         """The throttled time so far of the calling thread's budget groups (or of `groups`)."""
         if self.hierarchy is None:
             return None
-        from archbench.cluster import cgroups
 
         if groups is None:
             groups = tuple(cgroups.thread_budgets(self.hierarchy))

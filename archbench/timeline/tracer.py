@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from archbench.archs import uses_horovod
 from archbench.cluster.dilation import factor, virtual
+from archbench.errors import UsageError
 from archbench.timeline import breakdown, build, clock, horovod
 from archbench.timeline.capture import Captures
 from archbench.timeline.derive import LOOP
@@ -44,7 +45,6 @@ def for_run(config: TrainConfig, place: ProcessPlace, data, workers: int) -> Tra
     """The run's tracer, or None without --timeline (see the module's docstring, step 1)."""
     if config.timeline is None:
         return None
-    from archbench.errors import UsageError
     from archbench.loop import batch_plan, schedule
 
     total, _ = schedule(config, batch_plan(config, data, workers))

@@ -31,10 +31,12 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from archbench.archs import arch
 from archbench.config import TrainConfig
 from archbench.data import ArrayDataset
 from archbench.launch import ProcessPlace
 from archbench.localsgd import AVERAGE, SYNC, SyncSchedule
+from archbench.models import build_for_data
 from archbench.timeline.recorder import NULL_RECORDER, Recorder
 
 
@@ -95,7 +97,6 @@ class Trainer(ABC):
 
     def roles(self) -> list[str]:
         """Role of every rank, in rank order (the architecture's descriptor says)."""
-        from archbench.archs import arch
 
         return arch(self.config.arch).roles(self.world_size, self.config.num_ps)
 
@@ -189,8 +190,6 @@ class KerasTrainer(Trainer):
 
     def setup(self) -> None:
         import tensorflow as tf
-
-        from archbench.models import build_for_data
 
         self.model = build_for_data(self.config.model, self.data, self.config.seed)
         self.optimizer = make_optimizer(self.config)

@@ -47,9 +47,11 @@ import time
 import numpy as np
 
 from archbench import sparse_rows
+from archbench.compression.record import p2p_compression
 from archbench.compression.topk import TopK
 from archbench.errors import UsageError
 from archbench.localsgd import AVERAGE, SYNC
+from archbench.models import parameter_digest
 from archbench.p2p.exchange import ShardExchange
 from archbench.p2p.pieces import PieceExchange
 from archbench.p2p.sgd import ShardSGD
@@ -313,7 +315,6 @@ class P2PTrainer(Trainer):
 
     def extra_record(self) -> dict:
         """Collective (every rank calls it): also checks that all ranks hold the same parameters."""
-        from archbench.models import parameter_digest
 
         steps = max(1, self.steps_done)
         facts = self.allgather_object(
@@ -375,7 +376,6 @@ class P2PTrainer(Trainer):
     def _compression_record(self, facts: list[dict]) -> dict:
         if self.topk is None:
             return {}
-        from archbench.compression.record import p2p_compression
 
         args = (self.spec, self.plan, self.rank, self.exchange, self.steps_done, facts)
         return {"compression": {**p2p_compression(*args), **self._return_record(facts)}}

@@ -21,12 +21,16 @@ from functools import cached_property
 
 import numpy as np
 
-from archbench import warmgroup
+from archbench import sparse_rows, warmgroup
 from archbench.cluster.dilation import factor as dilation_factor
 from archbench.compression import CompressionSpec
+from archbench.compression.record import ps_stats
 from archbench.errors import RunFailed, UsageError
 from archbench.launch import threads_per_process
 from archbench.localsgd import AVERAGE, SYNC
+from archbench.models import build_for_data
+from archbench.partition import data_partition, place_rows
+from archbench.ps import row_bytes
 from archbench.ps.cluster_spec import (
     ClusterLayout,
     layout_from_tf_config,
@@ -190,8 +194,6 @@ class PSTrainer(Trainer):
         )
 
     def _setup_worker(self, tf, threads: int) -> None:
-        from archbench.models import build_for_data
-
         config, data = self.config, self.data
         input_dtype = tf.float32 if data.scale != 1.0 else tf.as_dtype(data.x_train.dtype)
         self.graph = build_worker_graph(
@@ -520,7 +522,6 @@ class PSTrainer(Trainer):
         method = self.config.param_partition
         if method == "range" or not self.sparse_rows:
             return None
-        from archbench.partition import data_partition, place_rows
 
         config, data = self.config, self.data
         cut = data_partition(config.data_partition, data, self.num_workers, config.seed)
@@ -534,12 +535,8 @@ class PSTrainer(Trainer):
         pushed = self.plan.total_bytes  # one dense gradient per step
         pulled = self.plan.total_bytes  # one fresh copy of every shard per step
         if self.graph.row_shards:
-            from archbench.ps import row_bytes
-
             return row_bytes.worker_stats(self.plan, self.graph.row_shards, self._row_counts, steps)
         if self._topk_spec is not None:
-            from archbench.compression.record import ps_stats
-
             return ps_stats(self._topk_spec, self.plan.total_bytes // 4, pulled, steps)
         stats = {
             "bytes_sent_per_step": pushed,
@@ -593,15 +590,11 @@ class PSTrainer(Trainer):
             return None
         if not self.graph.row_shards:
             return [per_step(self.num_workers * b) for b in held]
-        from archbench.ps import row_bytes
 
         shards, workers = self.graph.row_shards, self.num_workers
         return row_bytes.received_per_server(held, shards, self._reports, workers)
 
     def _sparse_record(self) -> dict:
-        from archbench import sparse_rows
-        from archbench.ps import row_bytes
-
         embeddings = [v.name for v in sparse_rows.embedding_variables(self.model)]
         facts = {"sparse_variables": embeddings, "rows_per_step": None}
         if self.graph.row_shards:

@@ -17,8 +17,13 @@ import os
 
 import numpy as np
 
+from archbench import sparse_rows
 from archbench.cluster.dilation import factor as dilation_factor
+from archbench.compression import ring_allreduce_bytes
+from archbench.compression.record import ring_stats
+from archbench.compression.ring import ring_compressor
 from archbench.localsgd import AVERAGE, SYNC
+from archbench.models import parameter_stats
 from archbench.trainers.base import KerasTrainer
 
 # Open MPI's coll/tuned allreduce algorithms: 4 is the ring (reduce-scatter, then allgather).
@@ -86,8 +91,6 @@ class RingTrainer(KerasTrainer):
         # Every rank built the same initial weights from the seed; broadcasting makes it a fact.
         hvd.broadcast_variables(self.model.variables, root_rank=0)
         # top-k or PowerSGD: the compressor's exchange replaces Horovod's allreduce
-        from archbench.compression.ring import ring_compressor
-
         variables = self.model.trainable_variables
         self.compressor = ring_compressor(tf, hvd, spec, variables, hvd.size(), self.config.seed)
 
@@ -164,15 +167,10 @@ class RingTrainer(KerasTrainer):
 
     def comm_stats(self, steps: int) -> dict:
         if self.compressor is not None:
-            from archbench.compression.record import ring_stats
-
             shapes = [tuple(map(int, v.shape)) for v in self.model.trainable_variables]
             spec = self.compressor.spec
             return ring_stats(spec, shapes, self.num_workers, steps, self.compressor)
         # Ring allreduce of the dense gradients as they go on the wire (fp16 halves them)
-        from archbench.compression import ring_allreduce_bytes
-        from archbench.models import parameter_stats
-
         workers = self.num_workers
         gradient_bytes = parameter_stats(self.model)["param_bytes"] - self._row_sparse_dense_bytes()
         wire_bytes = self.config.compression_spec.dense_wire_bytes(gradient_bytes)
@@ -215,8 +213,6 @@ class RingTrainer(KerasTrainer):
         """--sync-every > 1: the gradient allreduce (as counted above) on the synchronous steps,
         an uncompressed allreduce of the parameters on the averaging steps, nothing on the local
         ones; per step = over every step."""
-        from archbench.compression import ring_allreduce_bytes
-        from archbench.models import parameter_stats
 
         param_bytes = parameter_stats(self.model)["param_bytes"]
         per_average = ring_allreduce_bytes(param_bytes, self.num_workers)
@@ -233,8 +229,6 @@ class RingTrainer(KerasTrainer):
         }
 
     def extra_record(self) -> dict:
-        from archbench import sparse_rows
-
         rows = None
         if self._sparse_rows and self.sparse:
             by_name = {v.name: i for i, v in enumerate(self.model.trainable_variables)}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from archbench.archs import uses_horovod
+from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
 from archbench.output_folder import folder_problem
 from archbench.perfmodel.fit import figures
@@ -42,7 +43,11 @@ from archbench.perfmodel.fit.fitting import (
     split_workers,
 )
 from archbench.perfmodel.fit.records import Observation, study_observations
-from archbench.perfmodel.measure.calibration import Calibration, load_calibration
+from archbench.perfmodel.measure.calibration import (
+    Calibration,
+    fingerprint_of_record,
+    load_calibration,
+)
 from archbench.perfmodel.model.units import names, positive_ints
 from archbench.settings import SETTINGS, LevelError, add_flag, combination_problem
 
@@ -227,8 +232,6 @@ def study_calibration(
     line saying what was used (the defaults where no record matches)."""
     from collections import Counter
 
-    from archbench.perfmodel.measure.calibration import fingerprint_of_record
-
     counts = Counter(
         json.dumps(fingerprint_of_record(o.record), sort_keys=True) for o in observations
     )
@@ -411,7 +414,6 @@ def validation_table(rows: list[Scored], summary: dict[str, dict[str, Any]]) -> 
 
 
 def run_whatif(args: argparse.Namespace) -> int:
-    from archbench.bandwidth import parse_bandwidth
     from archbench.perfmodel.optimize.whatif import describe_walls, whatif_curves
 
     workers = positive_ints(args.workers, "--workers", SETTINGS["workers"].maximum)

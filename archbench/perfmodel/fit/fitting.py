@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
 from archbench.perfmodel.fit.records import Observation
 from archbench.perfmodel.measure.calibration import Calibration, ComputeLine, fit_compute_line
@@ -86,7 +87,6 @@ def split_workers(observations: Sequence[Observation], cut: int = 2) -> Split:
 def split_link(observations: Sequence[Observation], train_link: str | None = None) -> Split:
     """Fit on the runs at one link rate (default: the fastest in the study; `single`, which
     uses no link, goes with it), score those at every other rate."""
-    from archbench.bandwidth import parse_bandwidth
 
     rates = sorted({o.config.bandwidth_bits for o in observations if o.config.bandwidth_bits})
     if not rates:

@@ -24,6 +24,13 @@ import time
 from collections.abc import Callable
 from itertools import islice
 
+from archbench.cluster import threadcaps
+from archbench.cluster.dilation import factor
+from archbench.config import TrainConfig
+from archbench.launch import detect_place, threads_per_process
+from archbench.perfmodel.model.formulas import allreduce_bus_bandwidth
+from archbench.settings import SETTINGS
+
 WARMUP = 2
 TRIALS = 3  # calls timed together to choose the iteration count
 MIN_ITERATIONS = 3
@@ -46,8 +53,6 @@ def _write(path: str, rows: list[dict]) -> None:
 def on_virtual_cores() -> float:
     """Arms this process's thread caps (a no-op off a dilated node) and returns its dilation
     factor D: every timing of the rank is divided by it."""
-    from archbench.cluster import threadcaps
-    from archbench.cluster.dilation import factor
 
     threadcaps.arm()
     return factor()
@@ -56,7 +61,6 @@ def on_virtual_cores() -> float:
 def _timed(fn: Callable[[], None], comm, budget_s: float) -> tuple[list[float], int]:
     """Times `fn` (which all ranks call together) in virtual seconds; the count is decided by
     rank 0 (the budget per size is real time)."""
-    from archbench.cluster.dilation import factor
 
     for _ in range(WARMUP):
         fn()
@@ -130,8 +134,6 @@ def bench_mpi(sizes: list[int], budget_s: float) -> list[dict]:
 
 
 def _allreduce_row(bench: str, nbytes: int, ranks: int, iterations: int, seconds: float) -> dict:
-    from archbench.perfmodel.model.formulas import allreduce_bus_bandwidth
-
     algbw = nbytes / seconds
     return {
         "bench": bench,
@@ -153,8 +155,6 @@ def bench_horovod(sizes: list[int], budget_s: float, algorithm: str = "ring") ->
     (`--allreduce-algorithm`), the default fusion threshold and cycle time (a virtual duration:
     D times longer in real time)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from archbench.cluster.dilation import factor
-    from archbench.settings import SETTINGS
     from archbench.trainers.ring import allreduce_algorithm_run, mpi_allreduce_environment
 
     os.environ["HOROVOD_FUSION_THRESHOLD"] = str(
@@ -351,9 +351,7 @@ def bench_compute(
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    from archbench.config import TrainConfig
     from archbench.data import BatchPlan, load_dataset, train_batches
-    from archbench.launch import detect_place, threads_per_process
     from archbench.trainers.single import SingleTrainer
 
     place = detect_place()
@@ -442,8 +440,6 @@ def main(argv: list[str] | None = None) -> int:
         rows = bench_compute(
             args.models.split(","), args.batch_sizes, args.dataset, args.steps, 1, args.threads
         )
-        from archbench.cluster.dilation import factor
-        from archbench.launch import detect_place
 
         if detect_place().rank == 0:
             _write(args.result_file, [{**row, "dilation": factor()} for row in rows])
@@ -456,8 +452,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rows = bench_ps(args.sizes, args.hosts.split(","), args.seconds_per_size)
     from mpi4py import MPI
-
-    from archbench.cluster.dilation import factor
 
     if MPI.COMM_WORLD.Get_rank() == 0:
         _write(args.result_file, [{**row, "dilation": factor()} for row in rows])

@@ -35,15 +35,20 @@ from archbench.hosts import (
     read_hostfile,
     total_slots,
 )
+from archbench.launch import root_mpi_env
 from archbench.output_folder import folder_problem
 from archbench.perfmodel.measure.calibration import (
     calibration_from_records,
     fingerprint_of_hosts,
+    load_calibration,
 )
 from archbench.perfmodel.model.units import MAX_LIST_ENTRIES, positive_ints
 from archbench.process_group import run_in_group
 from archbench.settings import SETTINGS
 from archbench.sweep.commands import mpirun_argv
+from archbench.sweep.emulated import EmulatedCluster
+from archbench.sweep.hosts import resolve_target
+from archbench.sweep.spec import load_spec
 
 SCHEMA = "archbench.microbench/1"
 BENCHES = ("pt2pt", "allreduce", "horovod", "ps", "compute")
@@ -145,8 +150,6 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def allreduce_algorithms(text: str) -> list[str]:
-    from archbench.settings import SETTINGS
-
     choices = SETTINGS["allreduce_algorithm"].choices
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in choices]
@@ -167,8 +170,6 @@ def resolve_hosts(args: argparse.Namespace) -> list[HostSlots]:
 
 
 def _mpi_env() -> dict[str, str]:
-    from archbench.launch import root_mpi_env
-
     env = dict(os.environ)
     env.update(root_mpi_env())
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -345,11 +346,7 @@ def run_for_study(args: argparse.Namespace) -> int:
     the models, batch sizes, threads and allreduce algorithm of its runs. Written beside its
     records (runs/<study>/calibration.jsonl), and not measured again while that file holds a
     calibration of the same kind of cluster (--force: measure anyway)."""
-    from archbench.perfmodel.measure.calibration import load_calibration
-    from archbench.sweep.emulated import EmulatedCluster
-    from archbench.sweep.hosts import resolve_target
     from archbench.sweep.plan import build_plan
-    from archbench.sweep.spec import load_spec
 
     spec = load_spec(args.study)
     target = resolve_target(spec)

@@ -12,6 +12,7 @@ from archbench.archs import gathers_rows
 from archbench.bandwidth import format_bits as format_bandwidth
 from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
+from archbench.models import check_model_name
 from archbench.perfmodel.fit.fitfile import (
     DEFAULT_CALIBRATION,
     default_calibration,
@@ -217,8 +218,6 @@ def build_config(args: argparse.Namespace) -> StepConfig:
             )
         param_bytes = float(args.param_bytes)
     else:
-        from archbench.models import check_model_name
-
         check_model_name(args.model, args.dataset)
         shape, classes = input_spec(input_config(args))
         vocab = vocab_of(input_config(args))

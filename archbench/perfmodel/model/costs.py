@@ -7,6 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from archbench.archs import gathers_rows, has_servers, owns_shards
+from archbench.compression import (
+    INDEX_BYTES,
+    PS_INDEX_BYTES,
+    VALUE_BYTES,
+    CompressionSpec,
+    powersgd_payload,
+)
 from archbench.perfmodel.measure.calibration import Calibration
 from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.inputs import (
@@ -16,6 +23,7 @@ from archbench.perfmodel.model.inputs import (
     network_for,
     ps_shards,
 )
+from archbench.sparse_rows import INDEX_BYTES_P2P, INDEX_BYTES_PS
 
 
 @dataclass
@@ -145,8 +153,6 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
 
 
 def _spec(config: StepConfig):
-    from archbench.compression import CompressionSpec
-
     return CompressionSpec(
         config.compression or "none", config.compression_ratio, config.powersgd_rank
     )
@@ -190,8 +196,6 @@ def ring_wire_bytes(config: StepConfig) -> float:
     indices from each of W workers, (W-1) x 8k = 2(W-1)/W x (W x 8k / 2); for sparse rows the
     same for the allgather of the rows each worker's batch looked up with int64 indices, plus
     the dense variables."""
-    from archbench.compression import INDEX_BYTES, VALUE_BYTES, powersgd_payload
-    from archbench.sparse_rows import INDEX_BYTES_PS
 
     message = float(config.param_bytes)
     rows = sparse_rows(config)
@@ -214,8 +218,6 @@ def sparse_push_bytes(config: StepConfig) -> float | None:
     less the share that falls in its own shard) and ps (k values and int64 indices); for sparse
     rows the touched rows with their indices and the dense variables (p2p: less its own shard's
     share); None for a dense push."""
-    from archbench.compression import INDEX_BYTES, PS_INDEX_BYTES, VALUE_BYTES
-    from archbench.sparse_rows import INDEX_BYTES_P2P, INDEX_BYTES_PS
 
     rows = sparse_rows(config)
     if rows is not None:
@@ -241,8 +243,6 @@ def sparse_return_bytes(config: StepConfig) -> float | None:
     owners (their unions hold at most W k entries together), not the busiest owner, which holds
     more where the largest gradients gather in one shard; the record's
     `returned_entries_per_step_per_rank` has the measured unions."""
-    from archbench.compression import INDEX_BYTES, VALUE_BYTES
-    from archbench.sparse_rows import INDEX_BYTES_P2P
 
     if not owns_shards(config.arch):
         return None
@@ -278,7 +278,6 @@ def _placed_rows(
     rows went (its placement of rows, by use or otherwise): the measured row bytes split into
     the push (rows with int64 indices) and the pull (rows alone), beside the dense variables
     spread as the shards are. None where the measurement does not fit the configuration."""
-    from archbench.sparse_rows import INDEX_BYTES_PS
 
     rows = sparse_rows(config)
     measured = config.row_bytes_per_worker_per_server

@@ -6,6 +6,8 @@ import functools
 import os
 from typing import Any
 
+from archbench.settings import SETTINGS
+
 # Input shape and class count of each data set, as archbench.data loads them.
 DATASET_SHAPES: dict[str, tuple[tuple[int, ...], int]] = {
     "fashion_mnist": ((28, 28, 1), 10),
@@ -20,7 +22,6 @@ def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     """(input shape, classes) of a run's configuration: what `archbench train` builds the model
     for (synthetic data: --synthetic-shape and --synthetic-classes, the registry's defaults
     when not given)."""
-    from archbench.settings import SETTINGS
 
     dataset = str(config.get("dataset") or "fashion_mnist")
     if dataset in DATASET_SHAPES:
@@ -44,7 +45,6 @@ def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
 def vocab_of(config: dict[str, Any]) -> int | None:
     """The input vocabulary a word model's embedding has rows for (None for other data sets).
     The corpus may hold fewer distinct words than asked; the model is priced at the size asked."""
-    from archbench.settings import SETTINGS
 
     if str(config.get("dataset") or "") != "words":
         return None
