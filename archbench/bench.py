@@ -39,6 +39,7 @@ def _bare_horovod_step(hvd, tf, model, optimizer, loss_fn, images, labels):
 def worker(args: argparse.Namespace) -> None:
     """Runs inside every rank of the horovodrun job."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # deferred: TensorFlow, Horovod's trainer and the data pipeline load only in the ranks
     import tensorflow as tf
 
     from archbench.config import TrainConfig

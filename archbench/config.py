@@ -83,6 +83,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Builds and validates a TrainConfig; raises UsageError naming the first problem."""
+    # deferred: archbench.models loads numpy
     from archbench.models import check_model_name
 
     values = {row.name: getattr(args, row.name) for row in TRAIN_SETTINGS}

@@ -303,6 +303,7 @@ _TRAIN_STREAM, _TEST_STREAM = 0, 1
 
 def synthetic_batch(data: SyntheticData, stream: int, counter, size: int):
     """One batch (x, y) of `size` samples, a pure function of (seed, stream, counter)."""
+    # deferred: TensorFlow; `archbench init` and doctor's probe read this module without it
     import tensorflow as tf
 
     counter = tf.cast(counter, tf.int64)
@@ -573,6 +574,7 @@ def train_batches(
     epoch) took seconds there. A batch is a gather of a few rows: microseconds, nothing to
     overlap with a step. The values are a pipeline's, bit for bit (the same gather, cast and
     float32 scaling, or the same stateless draws)."""
+    # deferred: TensorFlow; `archbench init` and doctor's probe read this module without it
     import tensorflow as tf
 
     if isinstance(data, SyntheticData):

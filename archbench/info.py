@@ -8,10 +8,12 @@ import os
 
 def collect() -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # deferred: the record's environment (subprocess, platform) is read only when info runs
     from archbench.record import environment
 
     info = {"environment": environment()}
     try:
+        # deferred: `archbench info` reports a missing TensorFlow instead of failing
         import tensorflow as tf
 
         info["tensorflow"] = {
@@ -21,6 +23,7 @@ def collect() -> dict:
     except ImportError as exc:
         info["tensorflow"] = {"error": str(exc)}
     try:
+        # deferred: `archbench info` reports a missing Horovod instead of failing
         import horovod
         import horovod.tensorflow as hvd
 
@@ -45,6 +48,7 @@ def collect() -> dict:
     except ImportError as exc:
         info["horovod"] = {"error": str(exc)}
     try:
+        # deferred: `archbench info` reports a missing mpi4py instead of failing
         import mpi4py
 
         info["mpi4py"] = {

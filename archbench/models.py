@@ -90,6 +90,7 @@ def build_model(
 
     Layers are named, so variable names (which parameter servers shard by) do not depend on how
     many models the process built before."""
+    # deferred: TensorFlow; the settings, the sweep's checks and `predict` read this module
     import tensorflow as tf
 
     tf.keras.utils.set_random_seed(seed)

@@ -185,6 +185,7 @@ class Setting:
 
 
 def _check_model(value: str) -> None:
+    # deferred: archbench.models loads numpy
     from archbench.models import IMAGE_MODELS, KERAS_APPLICATIONS, TEXT_MODELS
 
     known = IMAGE_MODELS + TEXT_MODELS + tuple(KERAS_APPLICATIONS)
@@ -193,6 +194,7 @@ def _check_model(value: str) -> None:
 
 
 def _check_bandwidth(value: str) -> None:
+    # deferred: archbench.bandwidth loads only when a rate is checked
     from archbench.bandwidth import Bandwidth
 
     try:
@@ -254,6 +256,7 @@ def _check_extra_args(words: list[str]) -> None:
 
 
 def _model_help() -> str:
+    # deferred: archbench.models loads numpy
     from archbench.models import MODEL_NAMES_HELP
 
     return MODEL_NAMES_HELP

@@ -54,6 +54,7 @@ def record(
 
 def embedding_variables(model) -> list:
     """The variables whose gradient is row-sparse: the tables of the model's Embedding layers."""
+    # deferred: TensorFlow; the performance model reads this module's byte counts without it
     import tensorflow as tf
 
     return [

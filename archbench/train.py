@@ -231,6 +231,7 @@ def run(args: argparse.Namespace, watcher: StopSignalWatcher | None = None) -> i
     try:
         config = config_from_args(args)
         validate_world(config, place)
+        # deferred: archbench.data loads numpy; bad flags fail before it
         from archbench.data import check_available
 
         check_available(config)
@@ -272,6 +273,8 @@ def run(args: argparse.Namespace, watcher: StopSignalWatcher | None = None) -> i
 def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     phases = PhaseClock(state.start_time)
     tf = _configure_tensorflow(config, place)
+    # deferred: the training stack (numpy, loop, trainers) loads after TensorFlow is set up, not
+    # for --help or bad flags
     from archbench.data import load_dataset
     from archbench.loop import quantile, run_training, step_statistics
     from archbench.models import parameter_stats
@@ -328,6 +331,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
             warmgroup.started_training(loop_result.first_step_at)
         phases.end_loop(loop_result)
     else:
+        # deferred: the thread caps load here only on a server, not for `archbench train --help`
         from archbench.cluster import threadcaps
 
         threadcaps.arm()  # a server's threads serve the timed steps on virtual cores too
@@ -451,6 +455,7 @@ def result_section(loop_result, digests: list, target_accuracy: float | None) ->
 def _partition_record(config: TrainConfig, data, num_workers: int, comm: dict) -> dict:
     """`comm.partition`: the data partition (method, time, whether the oracle applies) and the
     servers' row placement where the trainer made one (`ps`)."""
+    # deferred: archbench.partition loads numpy
     from archbench.partition import data_partition
 
     cut = data_partition(config.data_partition, data, num_workers, config.seed)
@@ -512,6 +517,7 @@ def _gpus(tf) -> list[str]:
 def _fidelity_probe(hosts: list[str]):
     """The chief's probe of the emulated nodes this run uses (None where it cannot be read)."""
     try:
+        # deferred: the fidelity probe loads only on the chief of an emulated run
         from archbench.cluster.fidelity import FidelityProbe
 
         return FidelityProbe(hosts)

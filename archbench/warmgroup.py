@@ -138,7 +138,7 @@ def finish_group() -> None:
     horovod = sys.modules.get("horovod.tensorflow")
     if horovod is not None and horovod.is_initialized():
         horovod.shutdown()
-    from mpi4py import MPI  # already loaded by the runs (checked above): no new initialisation
+    from mpi4py import MPI  # deferred: imported only where the runs loaded it (checked above)
 
     if MPI.Is_initialized() and not MPI.Is_finalized():
         MPI.Finalize()

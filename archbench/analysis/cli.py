@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Imported here: pandas and matplotlib are only needed once the command really runs.
+    # deferred: pandas and matplotlib are only needed once the command really runs
     from archbench.analysis.report import write_report
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():

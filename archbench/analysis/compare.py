@@ -174,6 +174,7 @@ def summary_table(frame: pd.DataFrame, summary: pd.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # deferred: the study loader and the record package load only when compare runs
     from archbench.analysis.load import load_files
 
     missing = [str(p) for p in args.files if not p.is_file()]

@@ -145,7 +145,7 @@ def cluster_name(text: str) -> str:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    # Imported here: the checks and the build need nothing until the command really runs.
+    # deferred: the lifecycle (subprocess, the node tools) loads only for the command that runs
     from archbench.cluster.lifecycle import bring_up
     from archbench.cluster.preflight import require_cluster_support
 
@@ -161,6 +161,7 @@ def run_up(args: argparse.Namespace) -> int:
         )
     require_cluster_support()
     if args.slurm:
+        # deferred: the Slurm module (subprocess) loads only for `up --slurm`
         from archbench.cluster.slurm import require_support
 
         require_support()
@@ -196,6 +197,7 @@ def run_env(args: argparse.Namespace) -> int:
 
 
 def run_shape(args: argparse.Namespace) -> int:
+    # deferred: the lifecycle (subprocess, the node tools) loads only for the command that runs
     from archbench.cluster.lifecycle import set_bandwidth
     from archbench.cluster.preflight import require_cluster_support
 
@@ -210,6 +212,7 @@ def run_shape(args: argparse.Namespace) -> int:
 
 
 def run_down(args: argparse.Namespace) -> int:
+    # deferred: the lifecycle (subprocess, the node tools) loads only for the command that runs
     from archbench.cluster.lifecycle import tear_down
     from archbench.cluster.preflight import require_cluster_support
 
@@ -253,6 +256,7 @@ def _failed(message: str) -> int:
 
 
 def healthy(state: ClusterState) -> bool:
+    # deferred: sshd and Slurm (subprocess) load only when there is a cluster to look at
     from archbench.cluster import slurm
     from archbench.cluster.sshd import pid_is_sshd
 
@@ -264,6 +268,7 @@ def healthy(state: ClusterState) -> bool:
 
 
 def describe(state: ClusterState) -> str:
+    # deferred: sshd (subprocess) loads only when there is a cluster to describe
     from archbench.cluster.sshd import pid_is_sshd
 
     condition = "up" if healthy(state) else f"DEGRADED ({state.status})"
@@ -285,6 +290,7 @@ def describe(state: ClusterState) -> str:
     if state.hostfiles:
         lines.append(f"  hostfiles: {' '.join(_relative(path) for path in state.hostfiles)}")
     if state.slurm:
+        # deferred: the Slurm module (subprocess) loads only for a cluster that runs Slurm
         from archbench.cluster import slurm
 
         lines.extend(slurm.describe(state))

@@ -37,6 +37,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # deferred: importing mpi4py.MPI initialises MPI, after the arguments are read
     import numpy as np
     from mpi4py import MPI
 

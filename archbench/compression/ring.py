@@ -10,6 +10,7 @@ def ring_compressor(tf, hvd, spec: CompressionSpec, variables, workers: int, see
     """The top-k or PowerSGD exchange of `variables`' gradients over Horovod, or None where
     Horovod's own allreduce carries the method (none, fp16)."""
     if spec.method == "topk":
+        # deferred: top-k's exchange loads numpy
         from archbench.compression.topk import TopKAllgather
 
         return TopKAllgather(tf, variables, spec, hvd.allgather, workers)

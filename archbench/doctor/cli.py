@@ -99,6 +99,7 @@ def _unique(names: list[str]) -> list[str]:
 
 def _from_study(path: str) -> Inputs:
     """Hosts, interpreter, data sets, controllers and link claim of a study's cluster and runs."""
+    # deferred: the sweep's planner (subprocess, shlex) loads only for --study
     from archbench.sweep.commands import default_python
     from archbench.sweep.hosts import resolve_target
     from archbench.sweep.plan import build_plan
@@ -107,6 +108,7 @@ def _from_study(path: str) -> Inputs:
     spec = load_spec(path)
     target = resolve_target(spec)
     if target.kind == "emulated":
+        # deferred: the cluster state (fcntl) loads only for an emulated cluster
         from archbench.cluster.state import is_up, load_state
 
         state = load_state(spec.cluster.name)
@@ -153,6 +155,7 @@ def resolve_inputs(args: argparse.Namespace, env: dict[str, str] | None = None) 
     elif inputs is not None:
         hosts, source = inputs.hosts, inputs.source
     elif env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"):
+        # deferred: the Slurm host list (subprocess) loads only inside an allocation
         from archbench.sweep.slurm import allocation_hosts
 
         hosts = [name for name, _ in allocation_hosts(env)]
@@ -215,6 +218,7 @@ class Doctor:
         print(f"--   {name:<9} skipped: {why}", file=self.out, flush=True)
 
     def run(self) -> int:
+        # deferred: the checks (subprocess, threads) load only when doctor runs, not for --help
         from archbench.doctor import dataset, hostprobe, reach, versions
 
         hosts = self.inputs.hosts
@@ -249,6 +253,7 @@ class Doctor:
         return self.finish()
 
     def _mpi_and_links(self, hosts: list[str]) -> None:
+        # deferred: the MPI and link checks (subprocess, ctypes) load only when they run
         from archbench.doctor import link, mpijob
 
         passed = True

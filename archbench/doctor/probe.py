@@ -56,6 +56,7 @@ def data_problems(data_sets: list[dict[str, str | None]]) -> list[str]:
     """What keeps a run from reading each data set here ({dataset, data_dir, text_file}, as
     `archbench train` names them), one line each: archbench.data owns the checks a run makes
     before it starts."""
+    # deferred: archbench.data loads numpy; doctor's checks import this module for its constants
     from archbench.data import check_available
 
     problems = []

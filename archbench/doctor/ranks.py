@@ -33,6 +33,7 @@ def _listen() -> tuple[socket.socket | None, int | None, str | None]:
 
 
 def main() -> int:
+    # deferred: importing mpi4py.MPI initialises MPI
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD

@@ -38,6 +38,7 @@ def from_allocation(env: Mapping[str, str]) -> Hosts:
 
 def from_emulated(name: str) -> Hosts:
     """An emulated cluster that is up, reached as the sweep reaches it (by name)."""
+    # deferred: the cluster state loads only for an emulated cluster
     from archbench.cluster.state import is_up, load_state
 
     state = load_state(name)

@@ -18,6 +18,7 @@ def link_rate(hosts: Hosts, given: str | None, python: str | None = None) -> tup
         return hosts.bandwidth, f"the {hosts.source}'s shaped links"
     if len(hosts.hosts) < 2:
         return None, "one host: no link between hosts"
+    # deferred: the link probe (ctypes, subprocess) loads only when a link is measured
     from archbench.doctor.link import DEFAULT_MEGABYTES, measure
 
     pair = (hosts.hosts[0].name, hosts.hosts[1].name)

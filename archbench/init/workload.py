@@ -21,6 +21,7 @@ class Workload:
 
 
 def find(data_dir: str | None = None) -> Workload:
+    # deferred: archbench.data loads numpy, which `archbench init --help` does not need
     from archbench.data import FASHION_MNIST_DIR, check_available
 
     folder = data_dir or FASHION_MNIST_DIR

@@ -61,6 +61,7 @@ class ShardExchange:
     recorder = NULL_RECORDER  # --timeline: a traced step's sends, receives and waits
 
     def __init__(self, comm, plan: ShardPlan, schedule: str = "staggered"):
+        # deferred: importing mpi4py.MPI initialises MPI
         from mpi4py import MPI
 
         self.mpi = MPI

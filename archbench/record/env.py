@@ -78,6 +78,7 @@ def load_average() -> float | None:
 
 def environment(gpus: list[str] | None = None) -> dict:
     """Versions and hardware: what a reader needs to reproduce or discount a number."""
+    # deferred: archbench.stack loads importlib.metadata, which is slow to import
     from archbench.stack import stack
 
     return {

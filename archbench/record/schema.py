@@ -193,6 +193,7 @@ def derive_epoch_s(record: dict[str, Any]) -> None:
         return
     samples = number_or_none(timing.get("samples_per_epoch"))
     if samples is None:
+        # deferred: the model info loads only for a record without samples_per_epoch
         from archbench.perfmodel.model.modelinfo import train_size
 
         config = record.get("config")

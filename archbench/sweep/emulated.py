@@ -28,6 +28,7 @@ def node_spec(
 ):
     """The `cluster up` a sweep asks for its target (archbench.cluster.spec.make_spec);
     UsageError naming what this machine cannot build."""
+    # deferred: the cluster modules load only for an emulated cluster
     from archbench.cluster.spec import make_spec
 
     slots = max(slots for _, slots in target.hosts)
@@ -40,6 +41,7 @@ def node_spec(
 def check_buildable(target: ClusterTarget, cluster) -> None:
     """Before a plan is used (a dry run too): a cluster the sweep would bring up is one this
     machine can build. `cluster` is the spec's."""
+    # deferred: the cluster modules load only for an emulated cluster
     from archbench.cluster.spec import DEFAULT_BANDWIDTH
     from archbench.cluster.state import is_up, load_state
 
@@ -90,6 +92,7 @@ class EmulatedCluster:
         )
 
     def _state(self):
+        # deferred: the cluster modules load only for an emulated cluster
         from archbench.cluster.state import is_up, load_state
 
         state = load_state(self.name)
@@ -134,6 +137,7 @@ class EmulatedCluster:
     def require_healthy(self) -> None:
         """Raises StopError naming the nodes whose sshd is gone (as `archbench cluster status`
         reports them): no run can start there, so trying again only wastes the study's time."""
+        # deferred: the cluster modules load only for an emulated cluster
         from archbench.cluster.cli import healthy
         from archbench.cluster.sshd import pid_is_sshd
 
@@ -151,6 +155,7 @@ class EmulatedCluster:
         """The cluster is up with links at `bandwidth`: brought up, or its links re-shaped.
         None (a run without a link setting, such as `single` on one node): up at the study's
         link rate, or as it is."""
+        # deferred: the lifecycle (subprocess, node tools) loads only for an emulated cluster
         from archbench.cluster.lifecycle import bring_up, set_bandwidth
         from archbench.cluster.spec import DEFAULT_BANDWIDTH
 
@@ -186,6 +191,7 @@ class EmulatedCluster:
 
     def close(self) -> None:
         if self.owned:
+            # deferred: the lifecycle (subprocess, node tools) loads only for an emulated cluster
             from archbench.cluster.lifecycle import tear_down
 
             self.log(f"bringing down emulated cluster {self.name!r}")
@@ -194,6 +200,7 @@ class EmulatedCluster:
             if self.owner_file is not None:
                 self.owner_file.unlink(missing_ok=True)
         elif self.restore is not None and self._state() is not None:
+            # deferred: the lifecycle (subprocess, node tools) loads only for an emulated cluster
             from archbench.cluster.lifecycle import set_bandwidth
 
             self.log(f"restoring the links of emulated cluster {self.name!r} to {self.restore}")

@@ -52,6 +52,7 @@ def emulated_node_names(count: int, prefix: str = "node") -> list[str]:
 def emulation_unavailable() -> str | None:
     """Why the emulated cluster cannot be used here (root, tools), or None."""
     try:
+        # deferred: inside the ImportError guard for a build without archbench.cluster
         from archbench.cluster.preflight import cluster_unavailable_reason
     except ImportError:
         return "this build has no emulated cluster (archbench.cluster)"
@@ -59,6 +60,7 @@ def emulation_unavailable() -> str | None:
 
 
 def _running_bandwidth(name: str) -> str | None:
+    # deferred: the cluster state (fcntl) loads only for an emulated cluster
     from archbench.cluster.state import is_up, load_state
 
     state = load_state(name)

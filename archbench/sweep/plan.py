@@ -214,6 +214,7 @@ def _loaded_baseline(spec: StudySpec, target: ClusterTarget) -> bool:
 
 
 def _check_model(config: dict[str, Any]) -> None:
+    # deferred: archbench.models loads numpy
     from archbench.models import check_model_name
 
     try:

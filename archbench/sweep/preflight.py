@@ -81,6 +81,7 @@ def check_hosts(hosts: list[str], python: str, say: Callable[[str], None]) -> No
     checks of `archbench doctor` (archbench.doctor.quick), so that a host that cannot run the
     study stops it before its first run instead of failing every run there. Each problem is
     said on a line of its own; StopError (exit status 1) after them."""
+    # deferred: doctor's checks (threads, subprocess) load only before a study's first run
     from archbench.doctor.quick import quick_problems
 
     problems = quick_problems(hosts, python, os.getcwd())

@@ -119,6 +119,7 @@ def classify(
 
 def _record_config(run: PlannedRun) -> dict[str, Any]:
     """The config object of the record contract, from the planned configuration."""
+    # deferred: archbench.config loads only for a run that wrote no record of its own
     from archbench.config import TrainConfig
 
     fields = TrainConfig.__dataclass_fields__

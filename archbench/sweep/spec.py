@@ -355,6 +355,7 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
             f"{where}: cluster: unknown key {unknown[0]!r} (known: {', '.join(sorted(_CLUSTER_KEYS))})"
         )
     kind = _choice(value, "kind", "auto", CLUSTER_KINDS, f"{where}: cluster")
+    # deferred: the cluster spec loads only for a study that names a cluster
     from archbench.cluster.spec import MAX_NODES, NAME_PATTERN, PREFIX_PATTERN
 
     slots = value.get("slots")

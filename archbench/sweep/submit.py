@@ -60,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def nodes_needed(spec: StudySpec) -> int:
     """The most hosts any run of the study uses with one slot per node (spread placements put
     one rank on each)."""
+    # deferred: the sweep's planner loads only when submit runs, not for --help
     from archbench.sweep.plan import build_plan
 
     hosts = tuple(HostSlots(f"n{index}", 1) for index in range(1, 257))

@@ -65,6 +65,7 @@ def read_trace(path: Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    # deferred: the breakdowns (statistics) load only when a trace is read
     from archbench.timeline.breakdown import breakdowns, critical_path, median_step
 
     trace = read_trace(args.file)
@@ -107,6 +108,7 @@ def _table(rows) -> str:
 
 
 def _gantt(trace: dict, step: int, out_dir: Path, stem: str, meta: dict):
+    # deferred: the Gantt chart loads matplotlib and pandas
     from archbench.analysis.gantt import plot_step
     from archbench.timeline.breakdown import breakdowns
 

@@ -60,6 +60,7 @@ class Recorder:
         parameter servers' included); none outside traced steps."""
         if not self.active:
             return {}
+        # deferred: TensorFlow; `archbench train --help` imports this module
         import tensorflow as tf
 
         metadata = tf.compat.v1.RunMetadata()

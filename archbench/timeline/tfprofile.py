@@ -36,6 +36,7 @@ class ProfilerCapture:
         self.marks: dict[int, tuple[int, int]] = {}  # step -> wall clock around its mark
 
     def begin(self) -> None:
+        # deferred: TensorFlow; `archbench train --help` imports this module
         import tensorflow as tf
 
         options = tf.profiler.experimental.ProfilerOptions(
@@ -45,6 +46,7 @@ class ProfilerCapture:
 
     @contextlib.contextmanager
     def step(self, step: int) -> Iterator[None]:
+        # deferred: TensorFlow; `archbench train --help` imports this module
         import tensorflow as tf
 
         before = time.time_ns()
@@ -53,6 +55,7 @@ class ProfilerCapture:
             yield
 
     def end(self) -> None:
+        # deferred: TensorFlow; `archbench train --help` imports this module
         import tensorflow as tf
 
         tf.profiler.experimental.stop()
@@ -120,6 +123,7 @@ class ProfilerCapture:
 
 
 def _host_plane(logdir: str):
+    # deferred: TensorFlow; `archbench train --help` imports this module
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)

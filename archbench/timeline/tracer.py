@@ -45,6 +45,7 @@ def for_run(config: TrainConfig, place: ProcessPlace, data, workers: int) -> Tra
     """The run's tracer, or None without --timeline (see the module's docstring, step 1)."""
     if config.timeline is None:
         return None
+    # deferred: the training loop (numpy) loads only with --timeline
     from archbench.loop import batch_plan, schedule
 
     total, _ = schedule(config, batch_plan(config, data, workers))
@@ -174,10 +175,12 @@ def _clock_rounds(trainer: Trainer) -> list:
     microseconds, two ranks at a time: a tight bound), else over the trainer's allgather
     (Horovod over Gloo, ps over gRPC: slower rounds, a wider bound). Collective."""
     try:
+        # deferred: mpi4py.rc must be set before MPI is imported
         import mpi4py
 
         if "mpi4py.MPI" not in sys.modules:
             mpi4py.rc.initialize = False  # only look: a job without MPI must not start it
+        # deferred: mpi4py.rc must be set before MPI is imported
         from mpi4py import MPI
     except ImportError:
         MPI = None

@@ -189,6 +189,7 @@ class KerasTrainer(Trainer):
     """
 
     def setup(self) -> None:
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         self.model = build_for_data(self.config.model, self.data, self.config.seed)
@@ -203,6 +204,7 @@ class KerasTrainer(Trainer):
             self._average = tf.function(self.average_parameters)
 
     def _compute_gradients(self, x, y):
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         with tf.GradientTape() as tape:
@@ -270,12 +272,14 @@ class KerasTrainer(Trainer):
 def empty_call():
     """A tf.function taking a batch and computing nothing: `dispatch_pass` for the trainers
     whose compute pass is a tf.function call."""
+    # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
     import tensorflow as tf
 
     return tf.function(lambda x, y: tf.zeros([]))
 
 
 def make_optimizer(config: TrainConfig):
+    # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
     import tensorflow as tf
 
     if config.optimizer == "sgd":

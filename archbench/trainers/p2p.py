@@ -74,6 +74,7 @@ class P2PTrainer(Trainer):
             raise UsageError(
                 f"--arch p2p implements only the sgd optimizer, not {self.config.optimizer!r}"
             )
+        # deferred: TensorFlow loads when the trainer runs; importing mpi4py.MPI initialises MPI
         import tensorflow as tf
         from mpi4py import MPI
 
@@ -139,6 +140,7 @@ class P2PTrainer(Trainer):
 
     # --- the step ------------------------------------------------------------------------------
     def _flat_gradients(self, x, y):
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         with tf.GradientTape() as tape:
@@ -158,6 +160,7 @@ class P2PTrainer(Trainer):
     def _rows_and_dense(self, x, y):
         """Loss, then per variable: a row-sparse one's (ascending unique rows, their summed
         values), any other's flat gradient."""
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         with tf.GradientTape() as tape:
@@ -195,6 +198,7 @@ class P2PTrainer(Trainer):
         )
 
     def _assign_flat(self, flat) -> None:
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         for variable, piece, shape in zip(self.variables, tf.split(flat, self.sizes), self.shapes):

@@ -110,6 +110,7 @@ class PSTrainer(Trainer):
 
     # --- set-up ------------------------------------------------------------------------------
     def setup(self) -> None:
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         self.tf = tf
@@ -147,12 +148,14 @@ class PSTrainer(Trainer):
         if self.place.launcher == "tf_config":
             layout = layout_from_tf_config(self.num_ps)
         elif self.place.launcher in ("mpirun", "slurm", "horovodrun"):
+            # deferred: mpi4py.rc must be set before MPI is imported
             import mpi4py
 
             # MPI_Finalize waits for every rank; at the exit of a failed rank that would hang the
             # job. Finalize explicitly in finish() instead: a rank that fails exits without it,
             # and the launcher then ends the whole job.
             mpi4py.rc.finalize = False
+            # deferred: mpi4py.rc must be set before MPI is imported
             from mpi4py import MPI
 
             self._mpi = MPI.COMM_WORLD
@@ -491,6 +494,7 @@ class PSTrainer(Trainer):
             self._empty_servers()
             return  # MPI stays up for the group's next run
         if self._mpi is not None:
+            # deferred: importing mpi4py.MPI initialises MPI; only a job that uses it reaches here
             from mpi4py import MPI
 
             if not MPI.Is_finalized():

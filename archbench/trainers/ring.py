@@ -69,6 +69,7 @@ class RingTrainer(KerasTrainer):
         # Open MPI reads its MCA parameters from the environment in MPI_Init (inside
         # hvd.init), so the algorithm is chosen here, per run, not by the launcher.
         os.environ.update(mpi_allreduce_environment(self.config.allreduce_algorithm))
+        # deferred: Horovod (and TensorFlow with it) loads after its knobs are in the environment
         import horovod.tensorflow as hvd
 
         self.hvd = hvd
@@ -80,6 +81,7 @@ class RingTrainer(KerasTrainer):
         self.check_world("Horovod", hvd.rank(), hvd.size())
         spec = self.config.compression_spec
         self.hvd_compression = spec.horovod_compression(hvd)  # fp16's cast, or none
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         # --sparse-exchange sparse: rows gathered per row-sparse variable (counted in the steps)
@@ -105,6 +107,7 @@ class RingTrainer(KerasTrainer):
     def exchange(self, grads):
         if self.compressor is not None:
             return self.compressor.exchange(grads)
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         hvd = self.hvd
@@ -124,6 +127,7 @@ class RingTrainer(KerasTrainer):
     def _count_gathered_rows(self, grads) -> None:
         """Adds the rows of each gathered IndexedSlices (all workers' rows) to the counters; at
         trace time, notes which variables' gradients are row-sparse and a row's bytes."""
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         for index, grad in enumerate(grads):
@@ -137,6 +141,7 @@ class RingTrainer(KerasTrainer):
     def _build_fused_step(self):
         if self.config.compression_spec.own_exchange:
             return super()._build_fused_step()  # compute, then the compressor's exchange
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         hvd = self.hvd
@@ -248,6 +253,7 @@ class RingTrainer(KerasTrainer):
         }
 
     def _nccl_in_use(self) -> bool:
+        # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
 
         return bool(self.hvd.nccl_built()) and bool(tf.config.list_physical_devices("GPU"))

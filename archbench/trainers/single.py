@@ -37,6 +37,7 @@ class SingleTrainer(KerasTrainer):
             self._comm().Barrier()  # the baseline and its companions start training together
 
     def _comm(self):
+        # deferred: importing mpi4py.MPI initialises MPI, which a one-process run never needs
         from mpi4py import MPI
 
         return MPI.COMM_WORLD

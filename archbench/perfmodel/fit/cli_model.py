@@ -414,6 +414,7 @@ def validation_table(rows: list[Scored], summary: dict[str, dict[str, Any]]) -> 
 
 
 def run_whatif(args: argparse.Namespace) -> int:
+    # deferred: the what-if curves load only for `model whatif`
     from archbench.perfmodel.optimize.whatif import describe_walls, whatif_curves
 
     workers = positive_ints(args.workers, "--workers", SETTINGS["workers"].maximum)
@@ -449,6 +450,7 @@ def run_whatif(args: argparse.Namespace) -> int:
     if sparse and args.dataset is None:
         raise UsageError("--sparse-exchange sparse needs --dataset (the word model's: words)")
     if args.dataset is not None:
+        # deferred: archbench.models loads only with --dataset
         from archbench.models import check_model_name
 
         for model in models:

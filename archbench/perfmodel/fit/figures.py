@@ -16,9 +16,11 @@ ARCH_STYLE = {
 
 
 def _pyplot():
+    # deferred: matplotlib loads only when a figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: pyplot loads after the Agg backend is chosen
     import matplotlib.pyplot as plt
 
     return plt

@@ -240,9 +240,11 @@ def fingerprint(
 def fingerprint_of_hosts(hosts: list[str]) -> dict[str, Any]:
     """The fingerprint of the cluster these hosts are (an emulated one that is up, else real
     hosts of this machine's kind)."""
+    # deferred: the record's environment (subprocess, platform) loads only for a fingerprint
     from archbench.record.env import cpu_model
 
     try:
+        # deferred: inside the ImportError guard for a build without archbench.cluster
         from archbench.cluster.state import cluster_of
 
         state = cluster_of(hosts)
@@ -257,6 +259,7 @@ def fingerprint_of_hosts(hosts: list[str]) -> dict[str, Any]:
 
 def fingerprint_of_record(record: dict[str, Any]) -> dict[str, Any]:
     """The fingerprint of the cluster a run record ran on."""
+    # deferred: the record package (subprocess, platform) loads only for a fingerprint
     from archbench.record import RunRecord
 
     view = RunRecord(record)

@@ -83,6 +83,7 @@ def _timed(fn: Callable[[], None], comm, budget_s: float) -> tuple[list[float], 
 
 def bench_mpi(sizes: list[int], budget_s: float) -> list[dict]:
     """Ping-pong between ranks 0 and 1 (alpha, beta) and MPI_Allreduce over all ranks."""
+    # deferred: each bench loads only its own stack; importing mpi4py.MPI initialises MPI
     import numpy as np
     from mpi4py import MPI
 
@@ -155,6 +156,7 @@ def bench_horovod(sizes: list[int], budget_s: float, algorithm: str = "ring") ->
     (`--allreduce-algorithm`), the default fusion threshold and cycle time (a virtual duration:
     D times longer in real time)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # deferred: each bench loads only its own stack (the ring trainer's module loads numpy)
     from archbench.trainers.ring import allreduce_algorithm_run, mpi_allreduce_environment
 
     os.environ["HOROVOD_FUSION_THRESHOLD"] = str(
@@ -162,6 +164,7 @@ def bench_horovod(sizes: list[int], budget_s: float, algorithm: str = "ring") ->
     )
     os.environ["HOROVOD_CYCLE_TIME"] = str(SETTINGS["cycle_time_ms"].default * factor())
     os.environ.update(mpi_allreduce_environment(algorithm))
+    # deferred: Horovod reads the environment set above; TensorFlow and mpi4py load with it
     import horovod.tensorflow as hvd
     import tensorflow as tf
     from mpi4py import MPI
@@ -224,6 +227,7 @@ def bench_ps(sizes: list[int], hosts: list[str], budget_s: float) -> list[dict]:
     pull of n tiny variables: 2n tensor requests (`ps_requests`).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # deferred: each bench loads only its own stack (TensorFlow, mpi4py, the PS graph)
     import numpy as np
     import tensorflow as tf
     from mpi4py import MPI
@@ -349,6 +353,7 @@ def bench_compute(
     its own host would get): rank 0 reports the time under P-fold sharing of the cores.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # deferred: each bench loads only its own stack (TensorFlow, the data, the trainer)
     import tensorflow as tf
 
     from archbench.data import BatchPlan, load_dataset, train_batches
@@ -357,6 +362,7 @@ def bench_compute(
     place = detect_place()
     comm = None
     if place.size > 1:
+        # deferred: importing mpi4py.MPI initialises MPI, which one process does not need
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD
@@ -451,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = bench_horovod(args.sizes, args.seconds_per_size, args.allreduce_algorithm)
     else:
         rows = bench_ps(args.sizes, args.hosts.split(","), args.seconds_per_size)
+    # deferred: importing mpi4py.MPI initialises MPI, after the bench above set what it reads
     from mpi4py import MPI
 
     if MPI.COMM_WORLD.Get_rank() == 0:

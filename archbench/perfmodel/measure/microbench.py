@@ -323,12 +323,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 def shaped_link(hosts: list[str]) -> tuple[str | None, float | None]:
     """The emulated cluster's link rate when the hosts are its nodes (None on real hosts)."""
     try:
+        # deferred: inside the ImportError guard for a build without archbench.cluster
         from archbench.cluster.state import current_link
     except ImportError:
         return None, None
     link = current_link(hosts)
     if not link:
         return None, None
+    # deferred: loads only on an emulated cluster's link
     from archbench.bandwidth import parse_bandwidth
 
     return link, parse_bandwidth(link)
@@ -346,6 +348,7 @@ def run_for_study(args: argparse.Namespace) -> int:
     the models, batch sizes, threads and allreduce algorithm of its runs. Written beside its
     records (runs/<study>/calibration.jsonl), and not measured again while that file holds a
     calibration of the same kind of cluster (--force: measure anyway)."""
+    # deferred: the sweep's planner loads only for --study
     from archbench.sweep.plan import build_plan
 
     spec = load_spec(args.study)
@@ -394,6 +397,7 @@ def run_for_study(args: argparse.Namespace) -> int:
 
 
 def measure(args: argparse.Namespace, hosts: list[HostSlots]) -> int:
+    # deferred: the record package (subprocess, platform) loads only when benches run
     from archbench.record import append_record, environment, new_run_id, now_iso
 
     sizes = parse_sizes(args.sizes)
@@ -410,6 +414,7 @@ def measure(args: argparse.Namespace, hosts: list[HostSlots]) -> int:
     if args.compute_steps < 1 or args.seconds_per_size <= 0 or args.timeout <= 0:
         raise UsageError("--compute-steps, --seconds-per-size and --timeout must be positive")
     if "compute" in benches:
+        # deferred: archbench.models loads only for the compute bench
         from archbench.models import check_model_name
 
         for model in args.models.split(","):

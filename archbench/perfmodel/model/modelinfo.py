@@ -35,6 +35,7 @@ def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     if dataset == "text":
         return (int(config.get("seq_len") or 64),), TEXT_VOCAB
     if dataset == "words":
+        # deferred: archbench.words loads numpy
         from archbench.words import WORD_OUTPUT_CLASSES
 
         seq_len = int(config.get("seq_len") or SETTINGS["seq_len"].default)
@@ -57,6 +58,7 @@ def keras_model(
 ):
     """archbench.models.build_model's network (built once per shape and kept)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # deferred: archbench.models loads numpy (and TensorFlow when it builds)
     from archbench.models import build_model
 
     return build_model(model, input_shape, num_classes, seed=0, vocab_size=vocab_size)
@@ -87,6 +89,7 @@ def embedding_shape(
 ) -> tuple[int, int] | None:
     """(rows, width) of the model's embedding, the variable whose gradient is row-sparse
     (`archbench.sparse_rows`); None for a model without one."""
+    # deferred: archbench.sparse_rows loads numpy
     from archbench.sparse_rows import embedding_variables
 
     embeddings = embedding_variables(keras_model(model, input_shape, num_classes, vocab_size))
@@ -120,6 +123,7 @@ def ps_plan(
 ):
     """The shard plan the PS trainer builds for this model (archbench.ps.sharding's planner,
     the one the model prices)."""
+    # deferred: the PS shard planner loads only when a plan is priced
     from archbench.ps.sharding import plan_for_model
 
     return plan_for_model(

@@ -11,6 +11,7 @@ def emulated_burst_bytes(link: str | None, dilation: float | None = None) -> flo
     if not link:
         return 0.0
     try:
+        # deferred: inside the ImportError guard for a build without archbench.cluster
         from archbench.bandwidth import Bandwidth
         from archbench.cluster.network import tbf_burst_bytes
         from archbench.cluster.state import link_rate

@@ -110,6 +110,7 @@ def _candidates(plan: Any) -> list[Candidate]:
 
 def _measure(spec: Any, cluster: str | None, run_ids: set[str]) -> int:
     """Runs (resumably) only the runs of the chosen configurations, through the sweep."""
+    # deferred: the sweep driver (subprocess, threads) loads only when runs are measured
     from archbench.sweep.driver import Sweep, SweepOptions
 
     class ChosenRuns(Sweep):
@@ -120,6 +121,7 @@ def _measure(spec: Any, cluster: str | None, run_ids: set[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # deferred: the study reader and planner load only when optimize runs, not for --help
     from archbench.sweep.hosts import resolve_target
     from archbench.sweep.plan import build_plan
     from archbench.sweep.spec import load_spec
