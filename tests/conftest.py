@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 from cluster_fixture import emulated_cluster  # noqa: F401  (session-wide emulated cluster)
 from cluster_fixture import launcher_env as launch_env  # what users have after activating
+from record_files import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,10 +43,7 @@ def run_train(
     proc = subprocess.run(
         command, cwd=REPO, env=launch_env(), capture_output=True, text=True, timeout=timeout
     )
-    records = []
-    if out is not None and out.exists():
-        records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-    return proc, records
+    return proc, read_records(out) if out is not None else []
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ run, the ring ones under mpirun and horovodrun, all appending to one results.jso
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
@@ -45,16 +44,6 @@ def real_study(base: Path) -> Path:
                 assert proc.returncode == 0, (args, proc.stdout[-1500:], proc.stderr[-1500:])
     _generated["study"] = folder
     return folder
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def write_jsonl(path: Path, records: list[dict[str, Any]], tail: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
-    return path
 
 
 def as_failed(record: dict[str, Any], status: str, suffix: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import report_records
 from conftest import REPO, launch_env
+from record_files import read_records, write_records
 
 
 @pytest.fixture(scope="session")
@@ -37,11 +38,11 @@ def summary_lines(output: str) -> list[str]:
 
 
 def test_compare_two_files_prints_every_run_and_the_speedup_against_single(real_study, tmp_path):
-    records = report_records.read_jsonl(real_study / "results.jsonl")
-    single = report_records.write_jsonl(
+    records = read_records(real_study / "results.jsonl")
+    single = write_records(
         tmp_path / "single.jsonl", [r for r in records if r["config"]["arch"] == "single"]
     )
-    ring = report_records.write_jsonl(
+    ring = write_records(
         tmp_path / "ring.jsonl", [r for r in records if r["config"]["arch"] == "ring"]
     )
     proc = compare(single, ring)
@@ -73,9 +74,9 @@ def test_compare_two_files_prints_every_run_and_the_speedup_against_single(real_
 
 
 def test_compare_counts_failed_runs_and_rejects_missing_files(real_study, tmp_path):
-    records = report_records.read_jsonl(real_study / "results.jsonl")[:3]
+    records = read_records(real_study / "results.jsonl")[:3]
     failed = report_records.as_failed(records[0], "failed", "crash")
-    path = report_records.write_jsonl(tmp_path / "mixed.jsonl", [*records, failed])
+    path = write_records(tmp_path / "mixed.jsonl", [*records, failed])
     proc = compare(path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(rf"{failed['run_id']}\s+failed", proc.stdout)

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+from record_files import write_records
 
 from archbench.cli import main
 from archbench.perfmodel.fit.fitting import (
@@ -107,8 +108,7 @@ def write_study(
                                     pred.compute_s,
                                 )  # fmt: skip
                             )
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    write_records(folder / "results.jsonl", lines)
     return folder
 
 

@@ -6,8 +6,9 @@ real runs' numbers are the demo's business."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from record_files import write_records
 
 from archbench.analysis.claims import claims_table, findings
 from archbench.analysis.fmt import placement_label
@@ -67,8 +68,7 @@ def test_verdicts_follow_the_intervals(tmp_path: Path) -> None:
         arch, _, placement = name.partition("-")
         for index, rate in enumerate(values):
             records.append(_record(f"{name}-{index}", arch, rate, 0.7, placement))
-    path = tmp_path / "results.jsonl"
-    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    path = write_records(tmp_path / "results.jsonl", records)
 
     study = load_study(path)
     # the records' spelling in the data; the report's label only where it is shown
@@ -94,8 +94,7 @@ def test_verdicts_follow_the_intervals(tmp_path: Path) -> None:
 def test_a_compute_bound_workload_is_named_so(tmp_path: Path) -> None:
     records = [_record(f"ring-{i}", "ring", 1000 + i, 0.1) for i in range(2)]
     records += [_record(f"p2p-{i}", "p2p", 1200 + i, 0.1) for i in range(2)]
-    path = tmp_path / "results.jsonl"
-    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    path = write_records(tmp_path / "results.jsonl", records)
     (row,) = claims_table(load_study(path)).to_dict("records")
     assert row["verdict"] == "contradicts"
     assert "compute-bound" in row["why"]

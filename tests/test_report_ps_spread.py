@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import report_records
 from conftest import run_train
+from record_files import read_records
 
 from archbench.analysis import plotting
 from archbench.analysis.report import write_report
@@ -40,7 +40,7 @@ def throughput_at(record: dict, step: str) -> float:
 
 
 def test_a_ratio_of_single_runs_gets_their_step_spread_as_its_bar(ps_study):
-    records = report_records.read_jsonl(ps_study / "results.jsonl")
+    records = read_records(ps_study / "results.jsonl")
     assert [r["status"] for r in records] == ["ok", "ok"]
     by_mode = {r["config"]["sync"]: r for r in records}
     fast_mode, slow_mode = by_mode["async"], by_mode["sync"]

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import report_records
 from conftest import REPO, launch_env
+from record_files import read_records
 
 FIGURES = (
     "throughput_scaling",
@@ -50,7 +51,7 @@ def report_dir(real_study, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def ok_records(real_study) -> list[dict]:
-    records = report_records.read_jsonl(real_study / "results.jsonl")
+    records = read_records(real_study / "results.jsonl")
     assert len(records) == 12 and all(r["status"] == "ok" for r in records)
     return records
 

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import report_records
 from conftest import REPO, launch_env
+from record_files import read_records, write_records
 
 from archbench.analysis import plotting, scaling
 from archbench.analysis.report import write_report
@@ -27,14 +28,14 @@ def real_study(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def records(real_study) -> list[dict]:
-    return report_records.read_jsonl(real_study / "results.jsonl")
+    return read_records(real_study / "results.jsonl")
 
 
 @pytest.fixture(scope="module")
 def clean_report(records, tmp_path_factory):
     """The report of the unaltered records, to compare the altered ones against."""
     folder = tmp_path_factory.mktemp("clean")
-    return write_report(report_records.write_jsonl(folder / "results.jsonl", records))
+    return write_report(write_records(folder / "results.jsonl", records))
 
 
 def csv(report, name: str) -> pd.DataFrame:
@@ -61,7 +62,7 @@ def test_failed_and_timed_out_runs_and_a_cut_line_are_reported_and_left_out(
         report_records.as_failed(records[0], "failed", "crash"),
         report_records.as_failed(records[2], "timeout", "hang"),
     ]
-    path = report_records.write_jsonl(
+    path = write_records(
         tmp_path / "study" / "results.jsonl", records + bad, tail='{"schema": "archb'
     )
     report = write_report(path.parent)
@@ -89,7 +90,7 @@ def test_records_of_an_older_schema_still_give_a_report(records, clean_report, t
         record.pop("comm")
         record.pop("env")
         del record["cluster"]["num_workers"]
-    report = write_report(report_records.write_jsonl(tmp_path / "old" / "results.jsonl", older))
+    report = write_report(write_records(tmp_path / "old" / "results.jsonl", older))
     markdown = report.markdown.read_text()
     assert "lack `timing.exposed_comm_s`" in markdown
     assert "lack `cluster.num_workers`" in markdown
@@ -113,7 +114,7 @@ def test_records_without_curves_or_time_split_skip_those_figures_and_say_why(rec
     for record in older:
         for field in ("epochs", "compute_s_median", "comm_s_median", "exposed_comm_s"):
             record["timing"].pop(field)
-    report = write_report(report_records.write_jsonl(tmp_path / "bare" / "results.jsonl", older))
+    report = write_report(write_records(tmp_path / "bare" / "results.jsonl", older))
     stems = figure_stems(report)
     assert "time_split" not in stems and "time_to_accuracy" not in stems
     assert {"throughput_scaling", "transfer", "effect_ranking"} <= stems
@@ -124,7 +125,7 @@ def test_records_without_curves_or_time_split_skip_those_figures_and_say_why(rec
 
 def test_a_single_repetition_gets_each_runs_own_step_spread_as_bars(records, tmp_path):
     once = [r for r in records if r["config"]["seed"] == 1]
-    report = write_report(report_records.write_jsonl(tmp_path / "once" / "results.jsonl", once))
+    report = write_report(write_records(tmp_path / "once" / "results.jsonl", once))
     assert "single repetition" in report.markdown.read_text()
     table = csv(report, "scaling")
     assert table["samples_per_s_std"].isna().all() and (table["n"] == 1).all()
@@ -170,7 +171,7 @@ def test_runs_on_a_busy_machine_are_named_under_data_quality(records, tmp_path):
     busy = once[4]
     cores = busy["env"]["cores"]
     busy["env"]["load_avg_end"] = cores + 1.5
-    report = write_report(report_records.write_jsonl(tmp_path / "busy" / "results.jsonl", once))
+    report = write_report(write_records(tmp_path / "busy" / "results.jsonl", once))
     quality = data_quality(report)
     assert f"1 of {len(once)} runs with a recorded machine load" in quality
     assert f"`{busy['run_id']}`" in quality
@@ -178,13 +179,13 @@ def test_runs_on_a_busy_machine_are_named_under_data_quality(records, tmp_path):
     assert not any(r["run_id"] in quality for r in once if r is not busy)
 
     busy["env"]["load_avg_end"] = float(cores)  # at the core count, nobody waits
-    calm = write_report(report_records.write_jsonl(tmp_path / "calm" / "results.jsonl", once))
+    calm = write_report(write_records(tmp_path / "calm" / "results.jsonl", once))
     assert "load average" not in data_quality(calm)
 
 
 def test_a_study_whose_runs_all_failed_still_reports_what_happened(records, tmp_path):
     dead = [report_records.as_failed(r, "failed", "x") for r in records[:3]]
-    report = write_report(report_records.write_jsonl(tmp_path / "dead" / "results.jsonl", dead))
+    report = write_report(write_records(tmp_path / "dead" / "results.jsonl", dead))
     markdown = report.markdown.read_text()
     assert "3 of 3 runs did not finish (3 failed)" in markdown
     assert report.figures == []
@@ -204,7 +205,7 @@ def test_factors_listed_by_the_sweep_give_the_same_tables(records, clean_report,
             factors["workers"] = 2  # only multi-process runs list their workers
         record["sweep"] = {"factors": factors, "repetition": config["seed"]}
     inferred = clean_report
-    declared = write_report(report_records.write_jsonl(tmp_path / "b" / "results.jsonl", listed))
+    declared = write_report(write_records(tmp_path / "b" / "results.jsonl", listed))
     assert "as the records list them" in declared.markdown.read_text()
     a, b = csv(inferred, "transfer"), csv(declared, "transfer")
     for column in ("pearson_r", "spearman_rho", "top_overlap", "a_best_slowdown_in_b"):
@@ -253,7 +254,7 @@ def test_measurements_that_cannot_be_are_named_and_left_out(tmp_path):
             {"schema": "archbench.run/2", "run_id": f"odd{index}", "status": "ok", "timing": timing,
              "config": {**config, "global_batch_size": 32, "lr": 0.01 * (index + 1)}}
         )  # fmt: skip
-    report = write_report(report_records.write_jsonl(tmp_path / "results.jsonl", records))
+    report = write_report(write_records(tmp_path / "results.jsonl", records))
     quality = data_quality(report)
     assert "odd0: timing.samples_per_s infinite" in quality
     assert "odd1: timing.step_s_median NaN" in quality

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 import pytest
-from report_records import write_jsonl
+from record_files import write_records
 from scipy import stats as scipy_stats
 
 from archbench.analysis import tradeoff
@@ -59,7 +59,7 @@ def _record(name: str, repetition: int) -> dict:
 @pytest.fixture
 def study_file(tmp_path) -> Path:
     records = [_record(name, rep) for name in CONFIGS for rep in (0, 1)]
-    return write_jsonl(tmp_path / "comm" / "results.jsonl", records)
+    return write_records(tmp_path / "comm" / "results.jsonl", records)
 
 
 def _row(table, reduction: str):
@@ -108,7 +108,7 @@ def test_the_report_has_the_section_its_figure_and_says_the_step_is_amortized(st
 
 def test_a_study_without_reductions_skips_the_section(tmp_path):
     records = [_record("dense", rep) for rep in (0, 1)]
-    study = load_study(write_jsonl(tmp_path / "plain" / "results.jsonl", records))
+    study = load_study(write_records(tmp_path / "plain" / "results.jsonl", records))
     section = tradeoff.build(study, tmp_path / "figures")
     assert not section.tables and section.skipped
     assert "no run used a communication reduction" in section.skipped[0]
@@ -125,7 +125,7 @@ def test_sparse_rows_and_partitionings_are_reductions_with_their_partitioning_ti
         record["config"].update(compression="none", **sparse)
         record["comm"]["partition"] = {"data_partition_s": data_s, "param_partition_s": rows_s}
         records.append(record)
-    study = load_study(write_jsonl(tmp_path / "sparse" / "results.jsonl", records))
+    study = load_study(write_records(tmp_path / "sparse" / "results.jsonl", records))
     table = tradeoff.tradeoff_table(study)
     assert sorted(table["reduction"]) == ["none", "sparse rows, data graph, rows by-use"]
     row = _row(table, "sparse rows, data graph, rows by-use")
@@ -148,7 +148,7 @@ def test_a_reduction_is_compared_with_the_reference_of_its_own_other_settings(tm
             record["comm"]["bytes_sent_per_step"] = sent
             records.append(record)
     table = tradeoff.tradeoff_table(
-        load_study(write_jsonl(tmp_path / "v" / "results.jsonl", records))
+        load_study(write_records(tmp_path / "v" / "results.jsonl", records))
     )
     sparse = table[table["reduction"] == "sparse rows"].set_index("config")["bytes_fewer"]
     assert sparse.to_dict() == {
@@ -165,7 +165,7 @@ def test_the_time_split_has_a_bar_per_reduction_with_the_overlap_pieces_gained(s
         step = record["timing"]["step_s_median"]
         record["timing"].update(compute_s_median=0.004, comm_s_median=step - 0.004)
         record["timing"]["exposed_comm_s"] = step - 0.004
-    study_file = write_jsonl(study_file.parent / "timed.jsonl", records)
+    study_file = write_records(study_file.parent / "timed.jsonl", records)
     table = timesplit.timesplit_table(load_study(study_file))
     # the same settings compared: a bar per reduction, the unreduced one first
     assert list(table["reduction"]) == ["none", "H=4", "pieces ≤ 0.05 MB, priority", "topk"]
@@ -178,6 +178,6 @@ def test_the_time_split_has_a_bar_per_reduction_with_the_overlap_pieces_gained(s
     assert len(compared) == 1 and "(2.00 ms of it with both phases at once)" in compared[0]
     # without reductions: one bar per architecture and workers, as before
     plain = load_study(
-        write_jsonl(study_file.parent / "plain.jsonl", [_record("dense", r) for r in (0, 1)])
+        write_records(study_file.parent / "plain.jsonl", [_record("dense", r) for r in (0, 1)])
     )
     assert "reduction" not in timesplit.timesplit_table(plain).columns

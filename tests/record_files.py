@@ -1,0 +1,31 @@
+"""Run-record files in the tests: read with archbench's own reader, written a record a line.
+
+`read_records` is archbench.record.read_lines (older schemas migrated, as every reader in the
+package sees them) with one check on top: a line that is not a record fails the test, since
+archbench's writer never leaves one. `write_records` writes records the way
+archbench.record.append_record does, one JSON object a line, then `tail` as it is (a cut line,
+say).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from archbench.record import read_lines
+
+
+def read_records(path: Path | str) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file, as archbench reads them; none for a missing file."""
+    lines = read_lines(path)
+    assert lines.bad == [], f"{path}: lines that are not records: {', '.join(lines.bad)}"
+    return lines.records
+
+
+def write_records(path: Path, records: Iterable[dict[str, Any]], tail: str = "") -> Path:
+    """Writes the records to `path` (its folder made), one JSON object a line, then `tail`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(record) + "\n" for record in records) + tail)
+    return path
