@@ -5,11 +5,11 @@ run."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from cluster_fixture import EmulatedCluster, emulated_cluster, run_launcher
+from record_files import read_records
 
 from archbench.analysis.fidelity import DRIFT_LIMIT, drift_table, fidelity_notes, oversubscribed
 from archbench.analysis.load import load_study
@@ -17,10 +17,6 @@ from archbench.analysis.load import load_study
 __all__ = ["emulated_cluster"]  # the session fixture
 
 TRAIN = ["python", "-m", "archbench.train"]
-
-
-def _records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _mpirun(hosts: str, ranks: int, *args: str) -> list[str]:
@@ -45,7 +41,7 @@ def test_ring_moves_the_bytes_of_a_ring_and_records_the_algorithm(
         command = ["horovodrun", "--gloo", "-np", "3", "-H", hosts, *TRAIN, *args]
     result = run_launcher(command, timeout_s=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    (record,) = _records(out)
+    (record,) = read_records(out)
     assert record["comm"]["allreduce_algorithm"] == expected
     assert record["config"]["allreduce_algorithm"] == algorithm
     # Every node sends 2(W-1)/W of the gradient bytes per step, measured on its link: all nodes
@@ -101,7 +97,7 @@ def test_library_default_is_recorded_as_such(
         timeout_s=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    (record,) = _records(out)
+    (record,) = read_records(out)
     assert record["comm"]["allreduce_algorithm"] == "mpi:default"
 
 
@@ -128,7 +124,7 @@ def test_fidelity_check_flags_an_oversubscribed_run_and_tells_it_from_a_faithful
     for name, command in runs.items():
         result = run_launcher(command, timeout_s=300)
         assert result.returncode == 0, (name, result.stderr[-3000:])
-    records = {record["run_id"]: record for record in _records(out)}
+    records = {record["run_id"]: record for record in read_records(out)}
     assert records["baseline"]["cluster"]["dilation"] >= 1
     assert records["baseline"]["cluster"]["hosts"] == [node1]
     assert records["faithful"]["cluster"]["hosts"] == [node2]

@@ -3,10 +3,10 @@ which link joined them."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from cluster_fixture import EmulatedCluster, emulated_cluster, run_launcher
+from record_files import read_records
 
 __all__ = ["emulated_cluster"]  # the session fixture, until tests/conftest.py imports it
 
@@ -22,7 +22,7 @@ def test_horovodrun_ring_run_records_both_nodes_and_the_shaped_link(
         timeout_s=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    records = [json.loads(line) for line in out.read_text().splitlines()]
+    records = read_records(out)
     assert len(records) == 1 and records[0]["status"] == "ok", records
     cluster = records[0]["cluster"]
     assert cluster["hosts"] == emulated_cluster.nodes[:2]

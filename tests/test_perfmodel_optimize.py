@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from record_files import read_records
 
 from archbench.cli import main
 from archbench.perfmodel.measure.calibration import Calibration, ComputeLine
@@ -48,7 +49,7 @@ def test_optimize_measures_only_the_predicted_best(tmp_path: Path, capsys) -> No
     status = main(["optimize", str(spec), "--budget", "1", "--calibration", str(calibration)])
     assert status == 0
     results = tmp_path / "opt-tiny" / "results.jsonl"
-    records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    records = read_records(results)
     # one configuration measured: the one predicted to train an epoch fastest (the largest
     # batch: the fixed per-step cost is paid the fewest times)
     assert len(records) == 1 and records[0]["status"] == "ok"
@@ -96,11 +97,7 @@ def test_optimize_by_time_to_target_uses_the_steps_its_convergence_group_measure
         "  - {arch: ring, batch_size: 32}\n"
     )
     assert main(["sweep", str(spec)]) == 0
-    records = [
-        json.loads(line)
-        for line in (tmp_path / "conv" / "results.jsonl").read_text().splitlines()
-        if line.strip()
-    ]
+    records = read_records(tmp_path / "conv" / "results.jsonl")
     assert len(records) == 3 and all(r["status"] == "ok" for r in records)
     # a target every run reaches, but not at its first evaluation in all of them
     first = sorted(r["timing"]["epochs"][0]["test_accuracy"] for r in records)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, launch_env, run_train
+from record_files import read_records
 
 from archbench.ps.cluster_spec import pick_free_port
 
@@ -101,12 +102,6 @@ def kill_all(marker: str, *procs) -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-
-
-def read_records(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 @needs_mpirun

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import resource
 import shutil
 import signal
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from cluster_fixture import launcher_env
 from conftest import REPO, launcher_prefix, run_train
+from record_files import read_records
 
 TINY = ["--arch", "single", "--model", "mlp", "--steps", "6", "--eval-samples", "100"]
 
@@ -29,7 +29,7 @@ def test_a_torn_last_line_is_cut_before_the_next_record(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = out.read_bytes().splitlines(keepends=True)
     assert len(lines) == 2 and all(line.endswith(b"\n") for line in lines)
-    assert all(json.loads(line)["status"] == "ok" for line in lines)
+    assert all(record["status"] == "ok" for record in read_records(out))
 
 
 def _limit_file_size(limit: int):
@@ -123,7 +123,8 @@ def test_a_synthetic_run_records_startup_and_warmup_and_skips_evaluation(tmp_pat
     assert record["env"]["packages"]["numpy"] == np.__version__
     asked, _ = run_train([*args, "--steps", "6", "--eval-samples", "16"], out=tmp_path / "e.jsonl")
     assert asked.returncode == 0
-    assert json.loads((tmp_path / "e.jsonl").read_text())["result"]["test_accuracy"] is not None
+    (record,) = read_records(tmp_path / "e.jsonl")
+    assert record["result"]["test_accuracy"] is not None
 
 
 def _sweep(spec: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -186,7 +187,7 @@ def test_results_made_unwritable_mid_sweep_stop_it_with_one_line_and_it_resumes(
     assert resumed.returncode == 0, resumed.stderr
     assert "recorded 1 run(s) that an interrupted sweep had finished" in resumed.stderr
     lines = results.read_text().splitlines()
-    assert len(lines) == 2 and len({json.loads(line)["run_id"] for line in lines}) == 2
+    assert len(lines) == 2 and len({record["run_id"] for record in read_records(results)}) == 2
 
 
 def test_a_sweep_refuses_a_python_that_is_not_there(tmp_path):

@@ -8,7 +8,6 @@ root, Slurm or munge not installed).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from record_files import read_records
 
 from archbench.bandwidth import Bandwidth
 from archbench.cluster import slurm
@@ -256,10 +256,7 @@ def test_a_study_runs_inside_an_allocation(slurm_cluster, tmp_path):
         check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    records = [
-        json.loads(line)
-        for line in (tmp_path / "slurm-tiny" / "results.jsonl").read_text().splitlines()
-    ]
+    records = read_records(tmp_path / "slurm-tiny" / "results.jsonl")
     assert sorted(r["config"]["arch"] for r in records) == ["ring", "single"]
     for record in records:
         assert record["status"] == "ok", record.get("error")
@@ -295,12 +292,6 @@ def _job_running(job: str) -> bool:
     return bool(result.stdout.strip())
 
 
-def _records(results: Path) -> list[dict]:
-    if not results.exists():
-        return []
-    return [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-
-
 def test_a_submitted_study_cancelled_mid_way_resumes_with_no_run_lost_or_repeated(
     slurm_cluster, tmp_path
 ):
@@ -310,15 +301,15 @@ def test_a_submitted_study_cancelled_mid_way_resumes_with_no_run_lost_or_repeate
     first = _archbench(*submit, env=_slurm_env())
     assert first.returncode == 0, first.stderr
     job1 = first.stdout.split()[2]
-    _wait(lambda: len(_records(results)) >= 1, 150, "no run was recorded")
+    _wait(lambda: len(read_records(results)) >= 1, 150, "no run was recorded")
     subprocess.run(["scancel", job1], env=_slurm_env(), check=True)
     _wait(lambda: not _job_running(job1), 60, f"job {job1} did not end")
-    kept = _records(results)
+    kept = read_records(results)
     second = _archbench(*submit, env=_slurm_env())
     assert second.returncode == 0, second.stderr
     job2 = second.stdout.split()[2]
     _wait(lambda: not _job_running(job2), 200, f"job {job2} did not end")
-    records = _records(results)
+    records = read_records(results)
     run_ids = [record["run_id"] for record in records]
     assert len(run_ids) == 3 and len(set(run_ids)) == 3, run_ids
     assert all(record["status"] == "ok" for record in records)

@@ -5,7 +5,6 @@ Needs root (network namespaces); skips with the reason otherwise.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import time
 from pathlib import Path
 
 from cluster_fixture import EmulatedCluster, emulated_cluster
+from record_files import read_records
 
 __all__ = ["emulated_cluster"]  # the shared session fixture
 
@@ -80,10 +80,7 @@ def test_sweep_on_emulated_nodes_records_them_and_kills_remote_ranks(
         time.sleep(0.5)
     out, err = driver.communicate()
     assert driver.returncode == 0, err
-    records = {
-        r["config"]["steps"]: r
-        for r in map(json.loads, (tmp_path / "emu" / "results.jsonl").open())
-    }
+    records = {r["config"]["steps"]: r for r in read_records(tmp_path / "emu" / "results.jsonl")}
     ok, hang = records[10], records[1000000]
     assert ok["status"] == "ok", ok.get("error")
     assert ok["cluster"]["hosts"] == emulated_cluster.nodes[:2]  # spread: one rank per node
@@ -125,6 +122,6 @@ def test_a_managed_sweep_that_starts_with_single_brings_its_cluster_up(tmp_path:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "bringing up emulated cluster 'singlefirst'" in proc.stderr
-    (record,) = [json.loads(line) for line in (tmp_path / "single-first" / "results.jsonl").open()]
+    (record,) = read_records(tmp_path / "single-first" / "results.jsonl")
     assert record["status"] == "ok" and record["cluster"]["hosts"] == ["sg1"]
     assert load_state("singlefirst") is None  # down again

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -16,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from record_files import read_records
 
 from archbench.record import missing_keys
 
@@ -48,8 +48,7 @@ def write_spec(folder: Path, name: str, text: str) -> Path:
 
 
 def results(folder: Path) -> list[dict]:
-    path = folder / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return read_records(folder / "results.jsonl")
 
 
 def processes_mentioning(text: str) -> list[str]:

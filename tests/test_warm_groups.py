@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from cluster_fixture import launcher_env
 from conftest import REPO, launcher_prefix
+from record_files import read_records
 from test_sweep_runs import (
     kill_driver_then_resume,
     no_leftovers,  # noqa: F401  (a fixture: fails a test that leaves a process behind)
@@ -65,11 +66,9 @@ def launch(words: list[str], processes: int, timeout: float = 300) -> subprocess
 
 
 def only_record(path: Path) -> dict:
-    lines = (
-        [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    )
-    assert len(lines) == 1, f"{path}: {len(lines)} records"
-    return json.loads(lines[0])
+    records = read_records(path)
+    assert len(records) == 1, f"{path}: {len(records)} records"
+    return records[0]
 
 
 class Pairs:
