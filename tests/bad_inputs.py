@@ -26,6 +26,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from data_files import write_cifar_like, write_idx, write_mnist_like  # noqa: E402
+from record_files import minimal_record, write_records  # noqa: E402
 
 TRAIN = [sys.executable, "-m", "archbench.train"]
 CLI = [sys.executable, "-m", "archbench.cli"]
@@ -604,15 +605,6 @@ def prepare_workspace(ws: Path) -> None:
     prepare_hostile_inputs(ws)
 
 
-def _record(run_id: str, lr: float, **timing: float) -> dict:
-    """A minimal ok run record of `single` with these timings."""
-    config = {"arch": "single", "model": "mlp", "dataset": "fashion_mnist", "batch_size": 32}
-    config.update(global_batch_size=32, lr=lr)
-    times = {"samples_per_s": 1000.0, "step_s_median": 0.032, "epoch_s": 60.0, **timing}
-    return {"schema": "archbench.run/2", "run_id": run_id, "status": "ok", "config": config,
-            "timing": times}  # fmt: skip
-
-
 def prepare_hostile_inputs(ws: Path) -> None:
     """The files of the issue-27 cases: names that would inject, sizes past a limit, records
     with measurements that cannot be, binary files where JSON belongs."""
@@ -630,15 +622,15 @@ def prepare_hostile_inputs(ws: Path) -> None:
     (fake / "python").write_text("#!/bin/sh\nexit 0\n")
     (fake / "python").chmod(0o755)
     (specs / "resume.yaml").write_text("fixed: {steps: 10}\ncluster: localhost\n")
-    kept = [json.dumps(_record("single-0000000000-r1", 0.05)), "garbage {not json", ""]
+    kept = [json.dumps(minimal_record("single-0000000000-r1", 0.05)), "garbage {not json", ""]
     (specs / "resume").mkdir()
     (specs / "resume" / "results.jsonl").write_text("\n".join(kept))
     odd = [
-        _record("odd0", 0.01, samples_per_s=math.inf),
-        _record("odd1", 0.02, step_s_median=math.nan),
-        _record("odd2", 0.03, epoch_s=-3.0),
+        minimal_record("odd0", 0.01, samples_per_s=math.inf),
+        minimal_record("odd1", 0.02, step_s_median=math.nan),
+        minimal_record("odd2", 0.03, epoch_s=-3.0),
     ]
-    (ws / "records" / "odd.jsonl").write_text("".join(json.dumps(r) + "\n" for r in odd))
+    write_records(ws / "records" / "odd.jsonl", odd)
     (ws / "binary.jsonl").write_bytes(bytes(range(256)) * 4)
     (ws / "binary.json").write_bytes(bytes(range(256)) * 4)
     (ws / "list.json").write_text("[1, 2]\n")

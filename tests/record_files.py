@@ -4,7 +4,7 @@
 package sees them) with one check on top: a line that is not a record fails the test, since
 archbench's writer never leaves one. `write_records` writes records the way
 archbench.record.append_record does, one JSON object a line, then `tail` as it is (a cut line,
-say).
+say). `minimal_record` is the smallest ok run record the report reads.
 """
 
 from __future__ import annotations
@@ -29,3 +29,12 @@ def write_records(path: Path, records: Iterable[dict[str, Any]], tail: str = "")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(record) + "\n" for record in records) + tail)
     return path
+
+
+def minimal_record(run_id: str, lr: float, **timing: float) -> dict[str, Any]:
+    """A minimal ok run record of `single` with these timings."""
+    config = {"arch": "single", "model": "mlp", "dataset": "fashion_mnist", "batch_size": 32}
+    config.update(global_batch_size=32, lr=lr)
+    times = {"samples_per_s": 1000.0, "step_s_median": 0.032, "epoch_s": 60.0, **timing}
+    return {"schema": "archbench.run/2", "run_id": run_id, "status": "ok", "config": config,
+            "timing": times}  # fmt: skip

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import report_records
 from conftest import REPO, launch_env
-from record_files import read_records, write_records
+from record_files import minimal_record, read_records, write_records
 
 from archbench.analysis import plotting, scaling
 from archbench.analysis.report import write_report
@@ -245,15 +245,11 @@ def test_bad_input_gets_one_line_exit_2_and_nothing_written(tmp_path):
 def test_measurements_that_cannot_be_are_named_and_left_out(tmp_path):
     """NaN step time, infinite throughput and a negative epoch: Data quality names each run and
     field, and no table holds the value."""
-    config = {"arch": "single", "model": "mlp", "dataset": "fashion_mnist", "batch_size": 32}
-    records = []
     odd = {"samples_per_s": float("inf"), "step_s_median": float("nan"), "epoch_s": -3.0}
-    for index, (field, value) in enumerate(odd.items()):
-        timing = {"samples_per_s": 1000.0, "step_s_median": 0.032, "epoch_s": 60.0, field: value}
-        records.append(
-            {"schema": "archbench.run/2", "run_id": f"odd{index}", "status": "ok", "timing": timing,
-             "config": {**config, "global_batch_size": 32, "lr": 0.01 * (index + 1)}}
-        )  # fmt: skip
+    records = [
+        minimal_record(f"odd{index}", 0.01 * (index + 1), **{field: value})
+        for index, (field, value) in enumerate(odd.items())
+    ]
     report = write_report(write_records(tmp_path / "results.jsonl", records))
     quality = data_quality(report)
     assert "odd0: timing.samples_per_s infinite" in quality
