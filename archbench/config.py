@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import field
-from functools import cached_property
+from functools import cache, cached_property
 
 from archbench.archs import ARCHITECTURES
 from archbench.compression import CompressionSpec
@@ -39,8 +40,10 @@ __all__ = [
     "P2P_SCHEDULES",
     "PS_SHARDINGS",
     "TrainConfig",
+    "TrainSettings",
     "add_train_arguments",
     "config_from_args",
+    "settings_view",
 ]
 
 _PY_TYPES = {"int": int, "float": float, "bool": bool, "shape": tuple, "choice": str, "str": str}
@@ -73,6 +76,51 @@ TrainConfig = dataclasses.make_dataclass(
         "__module__": __name__,
     },
 )
+
+
+class TrainSettings:
+    """A frozen view of some of a TrainConfig's settings, under the same names: what a trainer
+    reads (its `SETTINGS_READ`). Reading any other name raises AttributeError, so a trainer's
+    declaration cannot fall behind its code."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str):
+        # only reached when `name` is not one of the view's fields
+        held = ", ".join(f.name for f in dataclasses.fields(self))
+        raise AttributeError(
+            f"{type(self).__name__} holds only the settings it declares ({held}), not {name!r}"
+        )
+
+
+def settings_view(
+    config: TrainConfig, names: Iterable[str], name: str = "TrainSettings"
+) -> TrainSettings:
+    """The settings `names` of `config` (any of TrainConfig's fields, or `compression_spec`) as
+    a frozen TrainSettings holding those alone."""
+    names = tuple(dict.fromkeys(names))
+    return _view_class(name, names)(**{n: getattr(config, n) for n in names})
+
+
+_FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
+_FIELD_TYPES["compression_spec"] = CompressionSpec
+
+
+@cache
+def _view_class(name: str, names: tuple[str, ...]) -> type[TrainSettings]:
+    """One frozen, slotted dataclass per set of names (built once, then reused)."""
+    unknown = [n for n in names if n not in _FIELD_TYPES]
+    if unknown:
+        raise ValueError(f"not a setting of TrainConfig: {', '.join(unknown)}")
+    fields = [(n, _FIELD_TYPES[n]) for n in names]
+    return dataclasses.make_dataclass(
+        name,
+        fields,
+        bases=(TrainSettings,),
+        frozen=True,
+        slots=True,
+        namespace={"__module__": __name__},
+    )
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
