@@ -65,7 +65,7 @@ def worker(args: argparse.Namespace) -> None:
     # One pipeline for the whole benchmark, as the loop has one per epoch.
     samples = args.batch_size * place.size * (args.iters * (args.repeats + args.warmup) + 1)
     data = make_synthetic(shape, 10, samples, seed=1)
-    trainer = RingTrainer(config, place, data)
+    trainer = RingTrainer(RingTrainer.settings_from(config), place, data)
     trainer.setup()
     hvd = trainer.hvd
 

@@ -279,7 +279,8 @@ def _ring_without_horovod(world: int, **settings):
     from archbench.trainers.ring import RingTrainer
 
     place = ProcessPlace(0, world, 0, world, "mpirun", "h1")
-    trainer = RingTrainer(TrainConfig(arch="ring", **settings), place, None)
+    config = TrainConfig(arch="ring", **settings)
+    trainer = RingTrainer(RingTrainer.settings_from(config), place, None)
     float32 = SimpleNamespace(size=4)
     variables = [
         SimpleNamespace(name=f"v{i}", shape=s, dtype=float32) for i, s in enumerate(MLP_SHAPES)

@@ -16,4 +16,6 @@ def trainer_class(arch: str) -> type[Trainer]:
 
 
 def make_trainer(config: TrainConfig, place: ProcessPlace, data: ArrayDataset) -> Trainer:
-    return trainer_class(config.arch)(config, place, data)
+    """The architecture's trainer, given only the settings it reads."""
+    cls = trainer_class(config.arch)
+    return cls(cls.settings_from(config), place, data)

@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from archbench.archs import arch
-from archbench.config import TrainConfig
+from archbench.config import TrainConfig, TrainSettings, settings_view
 from archbench.data import ArrayDataset
 from archbench.launch import ProcessPlace
 from archbench.localsgd import AVERAGE, SYNC, SyncSchedule
@@ -42,9 +42,21 @@ from archbench.timeline.recorder import NULL_RECORDER, Recorder
 
 class Trainer(ABC):
     arch: str = "?"
+    # Every setting this class's code reads, itself or through a helper it hands `self.config`
+    # to: all it receives (`settings_from`). A subclass adds its own to its base's.
+    SETTINGS_READ: tuple[str, ...] = (
+        "arch",  # roles, the sync schedule
+        "num_ps",  # roles
+        "sync_every",  # SyncSchedule.for_config
+        "sync_every_warmup_steps",  # SyncSchedule.for_config
+    )
 
-    def __init__(self, config: TrainConfig, place: ProcessPlace, data: ArrayDataset):
-        self.config = config
+    def __init__(self, config: TrainSettings, place: ProcessPlace, data: ArrayDataset):
+        if not isinstance(config, TrainSettings):
+            # a whole TrainConfig would let the trainer read settings it does not declare
+            name = type(self).__name__
+            raise TypeError(f"{name} takes {name}.settings_from(config), not a TrainConfig")
+        self.config = config  # only the settings in SETTINGS_READ
         self.place = place
         self.data = data
         self.model = None
@@ -53,6 +65,11 @@ class Trainer(ABC):
         self.step_kind = SYNC
         self.steps_by_kind: dict[str, int] = {}
         self.recorder = NULL_RECORDER  # records traced steps (--timeline: archbench.timeline)
+
+    @classmethod
+    def settings_from(cls, config: TrainConfig) -> TrainSettings:
+        """The settings this trainer reads, taken from the run's configuration."""
+        return settings_view(config, cls.SETTINGS_READ, f"{cls.__name__}Settings")
 
     def attach_recorder(self, recorder: Recorder) -> None:
         """--timeline: what this process records itself while a traced step runs."""
@@ -188,6 +205,14 @@ class KerasTrainer(Trainer):
     DistributedGradientTape overlaps allreduce with the backward pass), `_build_fused_step`.
     """
 
+    SETTINGS_READ = Trainer.SETTINGS_READ + (
+        "model",  # build_for_data
+        "seed",  # build_for_data
+        "optimizer",  # make_optimizer
+        "lr",  # make_optimizer
+        "momentum",  # make_optimizer
+    )
+
     def setup(self) -> None:
         # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
         import tensorflow as tf
@@ -278,7 +303,7 @@ def empty_call():
     return tf.function(lambda x, y: tf.zeros([]))
 
 
-def make_optimizer(config: TrainConfig):
+def make_optimizer(config: TrainConfig | TrainSettings):
     # deferred: TensorFlow loads when a trainer first runs, not when its module is imported
     import tensorflow as tf
 

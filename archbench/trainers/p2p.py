@@ -63,6 +63,18 @@ from archbench.trainers.base import Trainer
 
 class P2PTrainer(Trainer):
     arch = "p2p"
+    SETTINGS_READ = Trainer.SETTINGS_READ + (
+        "optimizer",  # only sgd
+        "model",
+        "seed",
+        "lr",
+        "momentum",
+        "p2p_schedule",
+        "sparse_exchange",
+        "compression_spec",
+        "partition_mb",  # PartitionSpec.from_config
+        "priority",  # PartitionSpec.from_config
+    )
 
     def setup(self) -> None:
         if self.place.launcher == "horovodrun" and not self.place.under_mpi:

@@ -63,6 +63,22 @@ READY_POLL_S = 0.1
 
 class PSTrainer(Trainer):
     arch = "ps"
+    SETTINGS_READ = Trainer.SETTINGS_READ + (
+        "ps_timeout_s",
+        "threads",
+        "model",
+        "seed",
+        "ps_sharding",
+        "sync",
+        "lr",
+        "momentum",
+        "param_partition",
+        "data_partition",
+        "sparse_exchange",
+        "compression_spec",
+        "partition_mb",  # PartitionSpec.from_config
+        "priority",  # PartitionSpec.from_config
+    )
 
     def __init__(self, config, place, data):
         super().__init__(config, place, data)

@@ -58,6 +58,13 @@ def allreduce_algorithm_run(controller: str, nccl: bool = False) -> str:
 
 class RingTrainer(KerasTrainer):
     arch = "ring"
+    SETTINGS_READ = KerasTrainer.SETTINGS_READ + (
+        "fusion_threshold_mb",  # Horovod's environment, before hvd.init
+        "cycle_time_ms",  # Horovod's environment, before hvd.init
+        "allreduce_algorithm",  # MPI's environment, before hvd.init
+        "compression_spec",
+        "sparse_exchange",
+    )
 
     def setup(self) -> None:
         # Horovod reads its knobs from the environment at init.

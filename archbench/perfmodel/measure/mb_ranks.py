@@ -384,7 +384,7 @@ def bench_compute(
             )
             if data is None:
                 data = load_dataset(config)
-            trainer = SingleTrainer(config, place, data)
+            trainer = SingleTrainer(SingleTrainer.settings_from(config), place, data)
             trainer.setup()
             dilation = on_virtual_cores()
             if comm is not None:
