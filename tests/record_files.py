@@ -4,7 +4,9 @@
 package sees them) with one check on top: a line that is not a record fails the test, since
 archbench's writer never leaves one. `write_records` writes records the way
 archbench.record.append_record does, one JSON object a line, then `tail` as it is (a cut line,
-say). `minimal_record` is the smallest ok run record the report reads.
+say). `built_record` is a record of today's schema made by archbench's own builder
+(archbench.record.build_record) from the sections a test gives; `minimal_record` is the smallest
+ok run record the report reads, as an older writer (schema 2) left it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from archbench.record import read_lines
+from archbench.record import build_record, read_lines
+
+BUILT_AT = "2026-01-01T00:00:00"  # a built record's start and end, where a test gives none
 
 
 def read_records(path: Path | str) -> list[dict[str, Any]]:
@@ -29,6 +33,26 @@ def write_records(path: Path, records: Iterable[dict[str, Any]], tail: str = "")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(record) + "\n" for record in records) + tail)
     return path
+
+
+def built_record(
+    run_id: str,
+    config: dict[str, Any],
+    *,
+    study: str | None = "tests",
+    status: str = "ok",
+    cluster: dict[str, Any] | None = None,
+    env: dict[str, Any] | None = None,
+    started_at: str = BUILT_AT,
+    finished_at: str = BUILT_AT,
+    **sections: Any,
+) -> dict[str, Any]:
+    """A run record of today's schema from archbench's builder: `config` and the sections given
+    (timing, comm, result, fidelity, launch, ...), the rest empty."""
+    return build_record(
+        run_id=run_id, study=study, status=status, started_at=started_at,
+        finished_at=finished_at, config=config, cluster=cluster or {}, env=env or {}, **sections,
+    )  # fmt: skip
 
 
 def minimal_record(run_id: str, lr: float, **timing: float) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from record_files import built_record
 
 from archbench.analysis.fidelity import CORE_WAIT_LIMIT, DRIFT_LIMIT, drift_table, fidelity_notes
 from archbench.analysis.load import load_study
@@ -17,7 +18,7 @@ from archbench.cluster.nodelib import node_environment
 from archbench.cluster.state import link_rate
 from archbench.errors import UsageError
 from archbench.loop import step_blocks
-from archbench.record import append_record, build_record, cluster_section, in_virtual_time
+from archbench.record import append_record, cluster_section, in_virtual_time
 from archbench.sweep.hosts import ClusterTarget
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import load_spec
@@ -150,15 +151,11 @@ def _record(run_id: str, arch: str, workers: int, compute_s: list[float], **more
     hosts = [f"node{k}" for k in range(1, world + 1)]
     config = {"arch": arch, "model": "mlp", "dataset": "fashion_mnist", "batch_size": 32,
               "global_batch_size": 32 * workers, "companions": more.get("companions", 0)}  # fmt: skip
-    return build_record(
-        run_id=run_id,
+    return built_record(
+        run_id,
+        config,
         study="dilation",
-        status="ok",
-        started_at="2026-01-01T00:00:00",
-        finished_at="2026-01-01T00:01:00",
-        config=config,
         cluster=cluster_section(arch, world, None, hosts, "mpirun", None, "1gbit", dilation=3.0),
-        env={},
         timing={
             "samples_per_s": 1000.0 * workers,
             "step_s_median": 0.01,

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from record_files import built_record
 
 from archbench.analysis.load import EXPECTED_FIELDS, FIELD_COLUMNS, MEASURED_FIELDS
 from archbench.config import TrainConfig
@@ -23,7 +24,6 @@ from archbench.record import (
     SCHEMA,
     VERSION,
     NewerSchema,
-    build_record,
     cluster_section,
     in_virtual_time,
     migrate,
@@ -106,13 +106,12 @@ def fresh_record(monkeypatch, dilation: float = 2.0) -> dict:
         "nodes": {"n1": dict(node), "n2": dict(node)},
         "real": {"timing": timing, "time_to_target_s": 0.4},
     }  # fmt: skip
-    return build_record(
-        run_id="fresh",
+    return built_record(
+        "fresh",
+        config,
         study="keys",
-        status="ok",
         started_at=record_env.now_iso(),
         finished_at=record_env.now_iso(),
-        config=config,
         cluster=cluster,
         env=env,
         model_stats={"params": 10, "param_bytes": 40, "tensors": 2},
@@ -128,8 +127,7 @@ def test_every_key_of_a_freshly_built_record_is_declared(monkeypatch):
     record = fresh_record(monkeypatch)
     assert undeclared(record) == []
     assert record["schema"] == SCHEMA and migrate(copy.deepcopy(record)) == record
-    failed = build_record(run_id="f", study=None, status="failed", started_at="t", finished_at="t",
-                          config={}, cluster={}, env={}, error={"type": "X", "message": "m"})  # fmt: skip
+    failed = built_record("f", {}, study=None, status="failed", error={"type": "X", "message": "m"})
     assert undeclared(failed) == []
     # what `launch.phases_s` holds is the phases archbench.phases names
     assert set(record["launch"]["phases_s"]) == set(PHASES)
