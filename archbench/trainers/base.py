@@ -114,7 +114,6 @@ class Trainer(ABC):
 
     def roles(self) -> list[str]:
         """Role of every rank, in rank order (the architecture's descriptor says)."""
-
         return arch(self.config.arch).roles(self.world_size, self.config.num_ps)
 
     def check_world(self, engine: str, rank: int, size: int) -> None:

@@ -11,7 +11,6 @@ from archbench.compression import (
     INDEX_BYTES,
     PS_INDEX_BYTES,
     VALUE_BYTES,
-    CompressionSpec,
     powersgd_payload,
 )
 from archbench.perfmodel.measure.calibration import Calibration
@@ -78,7 +77,7 @@ def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute:
     wire = ring_wire_bytes(config)
     threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
     buffers = F.fusion_buffers(wire, threshold)
-    if _spec(config).low_rank:
+    if config.compression_spec.low_rank:
         buffers = max(buffers, 2)  # P, then Q: two rounds of allreduce
     parts = F.ring_allreduce_placed_parts(wire, workers, network, arch.gamma_s_per_byte, buffers)
     # where microbench timed Horovod's allreduce over this many hosts, a call's fixed cost is
@@ -152,12 +151,6 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
     return StepCost(comm, step - compute, step, terms, parts)
 
 
-def _spec(config: StepConfig):
-    return CompressionSpec(
-        config.compression or "none", config.compression_ratio, config.powersgd_rank
-    )
-
-
 @dataclass(frozen=True)
 class SparseRows:
     """What `--sparse-exchange sparse` moves of a model with a row-sparse embedding."""
@@ -202,7 +195,7 @@ def ring_wire_bytes(config: StepConfig) -> float:
     if rows is not None:
         workers = len(config.placement.worker_hosts)
         return rows.dense_bytes + workers * rows.payload(INDEX_BYTES_PS) / 2
-    spec = _spec(config)
+    spec = config.compression_spec
     if spec.sparse:
         workers = len(config.placement.worker_hosts)
         kept = spec.kept(0, int(message // VALUE_BYTES))
@@ -225,7 +218,7 @@ def sparse_push_bytes(config: StepConfig) -> float | None:
             return rows.dense_bytes + rows.payload(INDEX_BYTES_PS)
         workers = len(config.placement.worker_hosts)
         return (rows.dense_bytes + rows.payload(INDEX_BYTES_P2P)) * (workers - 1) / workers
-    spec = _spec(config)
+    spec = config.compression_spec
     if not spec.sparse:
         return None
     kept = spec.kept(0, int(float(config.param_bytes) // VALUE_BYTES))
@@ -254,7 +247,7 @@ def sparse_return_bytes(config: StepConfig) -> float | None:
         return min(
             shard, (rows.dense_bytes + union * (rows.row_bytes + 2 * INDEX_BYTES_P2P)) / workers
         )
-    spec = _spec(config)
+    spec = config.compression_spec
     if not spec.sparse:
         return None
     elements = int(float(config.param_bytes) // VALUE_BYTES)

@@ -9,9 +9,11 @@ neither owns them, so they live here, below both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from archbench.archs import arch as architecture
+from archbench.compression import CompressionSpec
 from archbench.errors import UsageError
 from archbench.perfmodel.measure.calibration import Calibration
 from archbench.perfmodel.model import formulas as F
@@ -64,6 +66,14 @@ class StepConfig:
     # ps with sparse rows, as a run measured it: each worker's row bytes to and from each server
     # (pushes and pulls together); None: the rows spread evenly over the servers
     row_bytes_per_worker_per_server: tuple[tuple[float, ...], ...] | None = None
+
+    @cached_property
+    def compression_spec(self) -> CompressionSpec:
+        """The compression this configuration prices, read once (a cost function asks it what
+        travels)."""
+        return CompressionSpec(
+            self.compression or "none", self.compression_ratio, self.powersgd_rank
+        )
 
     @property
     def num_workers(self) -> int:
