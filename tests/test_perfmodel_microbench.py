@@ -131,9 +131,17 @@ def test_microbench_on_a_dilated_cluster_reports_virtual_time(emulated_cluster, 
         pytest.skip("the test cluster runs without time dilation")
     out = tmp_path / "results.jsonl"
     nodes = ",".join(emulated_cluster.nodes[:2])
-    assert main(["microbench", "-H", nodes, "--benches", "pt2pt,ps", "--sizes", "8,64K",
-                 "--seconds-per-size", "0.05", "--out", str(out)]) == 0  # fmt: skip
+    assert main(["microbench", "-H", nodes, "--benches", "pt2pt,ps,compute", "--sizes", "8,64K",
+                 "--seconds-per-size", "0.05", "--models", "mlp", "--batch-sizes", "16",
+                 "--compute-steps", "2", "--compute-sharing", "1",
+                 "--out", str(out)]) == 0  # fmt: skip
     records = _records(out)
+    # compute is timed as the training loop's probes time it: passes repeated over ten of the
+    # caps' CFS periods, not one pass that runs at full speed or stalls for most of a period
+    (compute,) = [r for r in records if r["bench"] == "compute"]
+    period_s = state.cfs_period_us / 1e6
+    assert compute["compute_window_s"] == pytest.approx(10 * period_s / state.dilation)
+    assert compute["compute_passes_median"] >= 2
     # every rank divided its timings by the node's D, and says so
     assert {r.get("dilation") for r in records if r["bench"] != "alpha_beta"} == {state.dilation}
     fingerprint = records[0]["fingerprint"]

@@ -22,12 +22,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from itertools import islice
 
 from archbench.cluster import threadcaps
 from archbench.cluster.dilation import factor
 from archbench.config import TrainConfig
-from archbench.launch import detect_place, threads_per_process
+from archbench.launch import compute_window_s, detect_place, threads_per_process
 from archbench.perfmodel.model.formulas import allreduce_bus_bandwidth
 from archbench.settings import SETTINGS
 
@@ -351,12 +352,19 @@ def bench_compute(
 
     Started as P ranks on one host, all P measure at once (each with the threads a rank of
     its own host would get): rank 0 reports the time under P-fold sharing of the cores.
+
+    Each timing repeats its pass over the training loop's compute window (ten CFS periods
+    on a capped node, one pass elsewhere), as the loop's probes do: under a cap one pass of
+    a millisecond runs at full speed or stalls for most of a period depending on where in the
+    period it starts, so single passes give a median of whichever happened more often.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # deferred: each bench loads only its own stack (TensorFlow, the data, the trainer)
+    # deferred: each bench loads only its own stack (TensorFlow, the data, the trainer and
+    # the loop's probe windows)
     import tensorflow as tf
 
     from archbench.data import BatchPlan, load_dataset, train_batches
+    from archbench.loop import repeated_pass, steady_compute
     from archbench.trainers.single import SingleTrainer
 
     place = detect_place()
@@ -387,23 +395,29 @@ def bench_compute(
             trainer = SingleTrainer(SingleTrainer.settings_from(config), place, data)
             trainer.setup()
             dilation = on_virtual_cores()
+            window_s = compute_window_s(None)  # after the caps are armed: their period
             if comm is not None:
                 comm.Barrier()  # every sharing process measures at the same time
             plan = BatchPlan(data.train_size, batch, 1, seed)
-            compute, apply, fused = [], [], []
+            compute, apply, fused, passes = [], [], [], []
             for index, (x, y) in enumerate(
                 islice(train_batches(data, plan, 0, 0), 2 * (steps + WARMUP))
             ):
                 if index % 2 == 0:
                     _loss, compute_s, apply_s = trainer.probe_step(x, y)
                     if index >= 2 * WARMUP:
-                        compute.append(compute_s)
+                        mean_s, count = steady_compute(trainer, x, y, compute_s, window_s)
+                        compute.append(mean_s)
+                        passes.append(count)
                         apply.append(apply_s)
                 else:
                     start = time.perf_counter()
                     trainer.train_step(x, y)
+                    first_s = time.perf_counter() - start
                     if index >= 2 * WARMUP:
-                        fused.append(time.perf_counter() - start)
+                        fused.append(
+                            repeated_pass(partial(trainer.train_step, x, y), first_s, window_s)[0]
+                        )
             rows.append(
                 {
                     "bench": "compute",
@@ -416,6 +430,9 @@ def bench_compute(
                     "compute_s_median": statistics.median(compute) / dilation,
                     "apply_s_median": statistics.median(apply) / dilation,
                     "step_s_median": statistics.median(fused) / dilation,
+                    # what each timing averaged over (virtual seconds; 0: one pass)
+                    "compute_window_s": window_s / dilation,
+                    "compute_passes_median": statistics.median(passes),
                 }
             )
     return rows
