@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -200,12 +201,32 @@ def test_a_fit_with_fewer_configurations_than_terms_keeps_them_by_name(tmp_path:
 def test_shared_terms_are_one_value_for_every_architecture(tmp_path: Path) -> None:
     observations = study_observations(write_study(tmp_path / "study"))
     result = fit_model(split_workers(observations, 2).train, CALIB)
-    efficiency = next(t for t in result.terms if t.term.field == "efficiency")
-    assert efficiency.fitted and set(efficiency.term.keys) == {"ring", "p2p-staggered", "ps-sync"}
+    terms = {t.term.name: t for t in result.terms}
+    efficiency = terms["link efficiency [p2p-staggered, ring]"]
+    assert efficiency.fitted
     values = {result.params.for_key(k).efficiency for k in efficiency.term.keys}
     assert len(values) == 1 and values.pop() == pytest.approx(1.2, rel=0.05)
+    # a PS's server link is its own term (its pushes and pulls overlap across workers in ways
+    # the phases do not price): fitted apart, here to the same links
+    server = terms["server link efficiency [ps-sync]"]
+    assert server.fitted and result.params.for_key("ps-sync").efficiency == pytest.approx(
+        1.2, rel=0.05
+    )
     # p2p exchanges after the backward pass: it has no overlap term to fit
-    assert not any(t.term.name == "overlap with compute [p2p-staggered]" for t in result.terms)
+    assert "overlap with compute [p2p-staggered]" not in terms
+
+
+def test_a_term_the_calibration_measured_is_not_fitted_again(tmp_path: Path) -> None:
+    observations = study_observations(write_study(tmp_path / "study"))
+    measured = replace(CALIB, measured=(*CALIB.measured, "link_efficiency"))
+    result = fit_model(split_workers(observations, 2).train, measured)
+    terms = {t.term.name: t for t in result.terms}
+    shared = terms["link efficiency [p2p-staggered, ring]"]
+    assert not shared.fitted and "measured by the calibration" in shared.reason
+    # the calibrated value stands in the predictions (the links' own efficiency is the
+    # calibration's: 1 here), where the study's links were 1.2: the fit cannot undo it
+    assert result.params.for_key("ring").efficiency == 1.0
+    assert terms["server link efficiency [ps-sync]"].fitted
 
 
 def test_fit_then_validate_never_scores_fitted_runs(tmp_path: Path, capsys) -> None:

@@ -151,3 +151,5 @@ def test_microbench_on_a_dilated_cluster_reports_virtual_time(emulated_cluster, 
     }
     calib = load_calibration(out, cluster=fingerprint)
     assert calib.inter is not None and "ps_request_s" in calib.measured
+    # measured on a shaped link: the links' efficiency is the calibration's, never fitted
+    assert "link_efficiency" in calib.measured

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from archbench.archs import has_servers
 from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
 from archbench.perfmodel.fit.records import Observation
@@ -199,10 +200,14 @@ class Term:
     lower: float
     upper: float
     start: float  # the value it keeps when not fitted
+    words: str | None = None  # its name, where the field's usual words do not say what it is
+    # the name (in Calibration.measured) of the measurement that gives its value: not fitted
+    # again when the calibration has it
+    calibrated_by: str | None = None
 
     @property
     def name(self) -> str:
-        return f"{TERM_WORDS[self.field]} [{', '.join(self.keys)}]"
+        return f"{self.words or TERM_WORDS[self.field]} [{', '.join(self.keys)}]"
 
 
 def _unit(term: Term) -> str:
@@ -218,6 +223,9 @@ TERM_WORDS = {
     "gamma_s_per_byte": "host per-byte work",
     "alpha_s": "extra per-message latency",
 }
+# Fit terms a calibration can measure (ArchParams field -> the name in Calibration.measured):
+# the links' efficiency is the between-host ping-pong's rate over the shaped link's.
+CALIBRATED = {"link_efficiency": "the between-host ping-pong's rate on the shaped link"}
 # A term whose largest effect on any fitted configuration's step, over one unit of its scale, is
 # below this share is not identified by the data.
 SENSITIVITY = 0.01
@@ -235,8 +243,17 @@ def candidate_terms(keys: Sequence[str]) -> list[Term]:
     copies and sums of ring and p2p run on the same cores), and an extra per-message latency."""
     distributed = sorted(k for k in keys if k != SINGLE)
     terms = [Term("overhead_s", (k,), 1e-3, 0.0, 10.0, 0.0) for k in distributed]
-    if distributed:
-        terms.append(Term("efficiency", tuple(distributed), 1.0, 0.5, 20.0, 1.0))
+    served = [k for k in distributed if has_servers(k.split("-")[0])]
+    peers = tuple(k for k in distributed if k not in served)
+    if peers:
+        terms.append(Term("efficiency", peers, 1.0, 0.5, 20.0, 1.0, None, "link_efficiency"))
+    # A PS's step is priced as every worker's pushes, then every pull; a worker whose pull
+    # ended early computes and pushes while the server still sends the others theirs, which
+    # the two phases do not see. The server link's efficiency is the PS's own term, and no
+    # microbenchmark of one worker measures it.
+    terms += [
+        Term("efficiency", (k,), 1.0, 0.5, 20.0, 1.0, "server link efficiency") for k in served
+    ]
     terms += [
         Term("overlap", (k,), 1.0, 0.0, 1.0, 0.0)
         for k in distributed
@@ -353,7 +370,17 @@ def fit_model(train: Sequence[Observation], calib: Calibration) -> FitResult:
     base = ModelParams(compute=compute)
     configs = _medians(train)
     candidates = candidate_terms(sorted({obs.arch_key for obs, _ in configs}))
+    # a term the calibration measured is not fitted again: a fit would only move it to absorb
+    # whatever the formulas miss elsewhere (one architecture's error spilling into the others')
+    measured = [t for t in candidates if t.calibrated_by in calib.measured]
+    candidates = [t for t in candidates if t not in measured]
     report = identify(configs, candidates, base, calib)
+    report += [
+        TermFit(
+            t, t.start, False, 0, f"measured by the calibration ({CALIBRATED[t.calibrated_by]})"
+        )
+        for t in measured
+    ]
     chosen = [r for r in report if r.fitted]
     if chosen:
         terms = [r.term for r in chosen]

@@ -368,6 +368,8 @@ def _calibration_from(records: Iterable[dict[str, Any]], source: str) -> Calibra
         calib.compute[model] = replace(fit_compute_line(batches, times), update_s=update)
     calib.cpu_contention = contention_from(compute, shared)
     measured = ["inter"] if calib.inter is not None else []
+    if shaped:
+        measured.append("link_efficiency")
     for ranks, by_size in rings.items():
         factor = ring_link_factor(ranks, by_size, calib.link_efficiency)
         if factor is not None:
