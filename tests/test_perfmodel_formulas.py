@@ -283,6 +283,22 @@ def test_ring_link_factor_stretches_only_the_ring_link_term() -> None:
     assert predict_step(config, ModelParams(), stretched).comm_s == pytest.approx(1.6, rel=1e-3)
 
 
+def test_ring_link_factor_is_looked_up_by_the_rings_size() -> None:
+    """A ring of 4 hosts, one rank each (no core shared), takes the stretch measured over 4
+    hosts: 2 W-1/W M = 1.5e8 bytes per link at 8 ns/B = 1.2 s of link time, doubled; a ring of 3
+    takes the nearest size below it (2: none)."""
+
+    def comm(workers: int) -> float:
+        placement = default_placement("ring", workers, 0, "dedicated", None)
+        config = StepConfig(arch="ring", model="m", batch_size=32, param_bytes=1e8,
+                            placement=placement, bandwidth_bits=1e9, cpu_sharing_ranks=1)  # fmt: skip
+        calib = Calibration(compute={"m": ComputeLine(0.0, 0.0)}, ring_link_factor={2: 1.0, 4: 2.0})
+        return predict_step(config, ModelParams(), calib).comm_s
+
+    assert comm(4) == pytest.approx(2.4, rel=1e-3)
+    assert comm(3) == pytest.approx(2 * 2 / 3 * 1e8 * 8e-9, rel=1e-3)
+
+
 def test_compressed_exchanges_are_priced_by_the_bytes_they_send() -> None:
     calib = _calib()
     ring = default_placement("ring", 2, 0, "dedicated", None)

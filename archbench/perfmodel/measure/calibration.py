@@ -64,13 +64,14 @@ class Calibration:
     # time grows with the link's time per byte.
     ring_link_factor: dict[int, float] = field(default_factory=dict)
 
-    def ring_link_factor_for(self, ranks_sharing: int) -> float:
-        """The measured stretch at the nearest ring size not above `ranks_sharing` (the
-        smallest measured when every rank has its own cores); 1 when none was measured."""
+    def ring_link_factor_for(self, ring_size: int) -> float:
+        """The measured stretch of an allreduce over `ring_size` hosts: at that size, else at
+        the nearest size below it (the smallest measured when none is below); 1 when none was
+        measured."""
         if not self.ring_link_factor:
             return 1.0
         sizes = sorted(self.ring_link_factor)
-        fitting = [n for n in sizes if n <= ranks_sharing]
+        fitting = [n for n in sizes if n <= ring_size]
         return self.ring_link_factor[fitting[-1] if fitting else sizes[0]]
 
     # fixed cost of one Horovod allreduce call over n hosts (the intercept of microbench's

@@ -69,8 +69,10 @@ def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute:
     if len(workers) <= 1:
         return single_cost(config, arch, calib, compute)
     across = len(set(workers)) > 1
-    # what microbench measured for an allreduce this size stretches the ring's link term
-    stretch = calib.ring_link_factor_for(config.cpu_sharing_ranks) if across else 1.0
+    # what microbench measured for an allreduce over this many hosts stretches the ring's link
+    # term (the ring's size, not the ranks sharing a host's cores: on a dilated cluster every
+    # rank has its own, and the stretch still grows with the ring)
+    stretch = calib.ring_link_factor_for(len(set(workers))) if across else 1.0
     if stretch != 1.0:
         arch = replace(arch, efficiency=arch.efficiency * stretch)
     network = network_for(config, arch, calib)
