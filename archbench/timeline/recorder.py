@@ -1,6 +1,6 @@
 """What a process records itself while a traced step runs: its own spans (p2p's sends, receives
-and waits, timed around the MPI calls) and TensorFlow's step statistics of the session runs
-(ps). Inactive outside traced steps, where every call is a cheap no-op: trainers hold a
+and waits, timed around the MPI calls; the step thread's call into the engine that computes the
+step) and TensorFlow's step statistics of the session runs (ps). Inactive outside traced steps, where every call is a cheap no-op: trainers hold a
 recorder always (`NULL_RECORDER` unless the run traces)."""
 
 from __future__ import annotations
@@ -9,9 +9,13 @@ import contextlib
 import time
 from typing import Any
 
-from archbench.timeline.spans import Span
+from archbench.timeline.spans import COMPUTE, Span
 
 _NOTHING = contextlib.nullcontext()
+CALL_THREAD = "python"  # the row of the thread running the step (its own spans, host edges)
+CALL_SOURCE = (
+    "the step's thread: from its call into the engine to the call's return, results in hand"
+)
 
 
 class _Timed:
@@ -48,6 +52,15 @@ class Recorder:
         if not self.active:
             return _NOTHING
         return _Timed(self, cat, name, thread, args)
+
+    def call(self, work: str):
+        """`with recorder.call("forward + backward"):` around the step thread's call into the
+        engine that computes `work` (a tf.function), the results read inside the block: a
+        `compute` span from the call to its return, on the step thread's row. The engine's ops
+        fall inside it; the breakdown gives it only the time they leave."""
+        if not self.active:
+            return _NOTHING
+        return _Timed(self, COMPUTE, f"{work} (call)", CALL_THREAD, {"source": CALL_SOURCE})
 
     def add(self, cat: str, name: str, start_ns: int, end_ns: int, thread: str = "mpi", **args):
         if self.active:

@@ -60,6 +60,8 @@ from archbench.tensor_partition import PartitionSpec
 from archbench.timeline.spans import UPDATE
 from archbench.trainers.base import Trainer
 
+COMPUTE_WORK = "forward + backward"  # what the gradients' tf.function computes
+
 
 class P2PTrainer(Trainer):
     arch = "p2p"
@@ -275,7 +277,8 @@ class P2PTrainer(Trainer):
 
     def _sparse_step(self, x, y) -> tuple[float, float, float]:
         start = time.perf_counter()
-        loss, outputs = self._row_gradients(x, y)
+        with self.recorder.call(COMPUTE_WORK):  # --timeline: the call's own span
+            loss, outputs = self._row_gradients(x, y)
         gradient = self._sparse_vector(outputs)
         loss = float(loss)
         computed = time.perf_counter()
@@ -286,8 +289,10 @@ class P2PTrainer(Trainer):
     def train_step(self, x, y) -> float:
         if self.row_sparse:
             return self._sparse_step(x, y)[0]
-        loss, flat = self._gradients(x, y)
-        self._exchange_apply(np.asarray(flat))  # a view of the tensor's buffer, no copy
+        with self.recorder.call(COMPUTE_WORK):  # --timeline: the call's own span
+            loss, flat = self._gradients(x, y)
+            gradient = np.asarray(flat)  # a view of the tensor's buffer, no copy
+        self._exchange_apply(gradient)
         del flat  # the tensor outlived every use of its view
         return float(loss)
 
