@@ -284,3 +284,181 @@ def test_a_servers_time_with_no_op_running_is_a_wait_for_the_workers_requests():
         (0, 190, 200),
     ]
     assert all(w.cat == "wait" and "derived" in w.args["source"] for w in waits)
+
+
+def _called_trace(throttled_us: float = 0.0) -> dict:
+    """Rank 0, step 0-200 µs: the step thread's call into the engine 10-120 (its ops: forward
+    20-50, backward 50-80; then nothing until the call returns at 120, the executor's stall),
+    a send 130-170, an update 170-190, nothing 120-130 and 190-200 (outside the call)."""
+    step = {"step": 4}
+    frame = complete("step 4", "step", 0.0, 200.0, 0, 0, {**step, "throttled_us": throttled_us})
+    return _trace(
+        frame,
+        complete("forward + backward (call)", "compute", 10.0, 110.0, 0, 1, step),
+        complete("forward a", "forward", 20.0, 30.0, 0, 2, step),
+        complete("backward a", "backward", 50.0, 30.0, 0, 2, step),
+        complete("send gradient to rank 1", "comm", 130.0, 40.0, 0, 3, step),
+        complete("update: SGD", "update", 170.0, 20.0, 0, 1, step),
+    )
+
+
+def test_a_gap_inside_the_compute_call_is_compute_and_one_outside_is_not():
+    (row,) = breakdowns(_called_trace())
+    micro = 1e-6
+    # ops 60 µs, and the call's own time they leave: 10-20 and 80-120
+    assert row.compute == pytest.approx(110 * micro)
+    assert row.comm_exposed == pytest.approx(40 * micro) and row.comm_hidden == 0
+    assert row.update == pytest.approx(20 * micro)
+    assert row.unaccounted == pytest.approx(30 * micro)  # 0-10, 120-130, 190-200
+    assert row.span_coverage == pytest.approx(170 / 200)
+    without = _called_trace()
+    without["traceEvents"] = [e for e in without["traceEvents"] if e.get("cat") != "compute"]
+    (row,) = breakdowns(without)
+    assert row.compute == pytest.approx(60 * micro), "only the ops without the call"
+    assert row.unaccounted == pytest.approx(80 * micro)
+    # a budget's throttled time explains what is left outside the call, no more
+    (row,) = breakdowns(_called_trace(throttled_us=100.0))
+    assert row.throttled == pytest.approx(30 * micro) and row.unaccounted == 0
+
+
+def test_the_compute_call_claims_only_what_other_spans_leave():
+    """Communication inside a fused call (ring's allreduce) stays communication, exposed where
+    no op ran: the call is not an op, so it hides nothing; the engine's host spans stay host."""
+    step = {"step": 2}
+    trace = _trace(
+        complete("step 2", "step", 0.0, 100.0, 0, 0, step),
+        complete("forward + backward + allreduce + update (call)", "compute", 0.0, 100.0, 0, 1,
+                 step),
+        complete("backward a", "backward", 0.0, 30.0, 0, 2, step),
+        complete("allreduce", "comm", 20.0, 40.0, 0, 3, step),
+        complete("TensorFlow executor", "host", 60.0, 10.0, 0, 4, step),
+        complete("update a", "update", 90.0, 10.0, 0, 2, step),
+    )  # fmt: skip
+    (row,) = breakdowns(trace)
+    micro = 1e-6
+    assert row.comm_hidden == pytest.approx(10 * micro)
+    assert row.comm_exposed == pytest.approx(30 * micro)
+    assert row.host == pytest.approx(10 * micro)
+    assert row.compute == pytest.approx((20 + 20) * micro)  # backward alone 0-20; call 70-90
+    assert row.update == pytest.approx(10 * micro) and row.unaccounted == 0
+    assert row.overlap == pytest.approx(0.25)
+
+
+def test_the_critical_path_names_the_work_not_the_call_holding_it():
+    path = critical_path(_called_trace(), 4)
+    names = [link["name"] for link in path]
+    assert names[:3] == ["update: SGD", "send gradient to rank 1", "backward a"]
+    assert all(link["cat"] != "compute" for link in path)
+
+
+def test_the_recorder_times_a_call_only_in_a_traced_step():
+    import time
+
+    from archbench.timeline.recorder import CALL_THREAD, Recorder
+
+    recorder = Recorder(rank=3)
+    with recorder.call("forward + backward"):
+        pass
+    assert recorder.spans == [], "outside traced steps nothing is recorded"
+    recorder.active, recorder.step = True, 9
+    before = time.time_ns()
+    with recorder.call("forward + backward"):
+        time.sleep(0.002)
+    after = time.time_ns()
+    (span,) = recorder.spans
+    assert (span.rank, span.thread, span.cat) == (3, CALL_THREAD, "compute")
+    assert span.name == "forward + backward (call)" and span.args["step"] == 9
+    assert before <= span.start_ns and span.end_ns <= after
+    assert span.end_ns - span.start_ns >= 2_000_000
+
+
+class _Engine:
+    """A trainer's tf.function stand-in: sleeps, then hands back (loss, gradient)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def __call__(self, x, y):
+        import time
+
+        import numpy as np
+
+        time.sleep(self.seconds)
+        return 0.5, np.ones(4, dtype=np.float32)
+
+
+def _traced(trainer):
+    from archbench.timeline.recorder import Recorder
+
+    trainer.recorder = Recorder(rank=0)
+    trainer.recorder.active, trainer.recorder.step = True, 5
+    return trainer.recorder
+
+
+def test_p2ps_step_records_its_gradients_call_before_the_exchange():
+    import time
+
+    from archbench.trainers.p2p import P2PTrainer
+
+    trainer = object.__new__(P2PTrainer)  # no set-up: the step's own code around the engine
+    recorder = _traced(trainer)
+    trainer.row_sparse = []
+    trainer._gradients = _Engine(0.003)
+    exchanged = []
+    trainer._exchange_apply = lambda gradient: exchanged.append((time.time_ns(), gradient.sum()))
+    assert trainer.train_step(None, None) == 0.5
+    (call,) = [s for s in recorder.spans if s.cat == "compute"]
+    assert call.name == "forward + backward (call)"
+    assert call.end_ns - call.start_ns >= 3_000_000
+    assert exchanged and call.end_ns <= exchanged[0][0], "the exchange follows the call"
+
+
+@pytest.mark.parametrize(
+    "arch, work",
+    [
+        ("single", "forward + backward + update"),
+        ("ring", "forward + backward + allreduce + update"),
+    ],
+)
+def test_a_fused_steps_call_is_recorded_by_its_trainer(arch, work):
+    from archbench.localsgd import SYNC
+    from archbench.trainers.ring import RingTrainer
+    from archbench.trainers.single import SingleTrainer
+
+    trainer = object.__new__(SingleTrainer if arch == "single" else RingTrainer)
+    recorder = _traced(trainer)
+    trainer.step_kind = SYNC
+    trainer.compressor = None
+    trainer._fused = lambda x, y: _Engine(0.002)(x, y)[0]
+    assert trainer.train_step(None, None) == 0.5
+    (call,) = recorder.spans
+    assert (call.cat, call.name) == ("compute", f"{work} (call)")
+    assert call.end_ns - call.start_ns >= 2_000_000
+
+
+def test_a_trace_with_calls_keeps_the_format_and_the_host_edges_outside_the_call():
+    from archbench.timeline import build, derive
+    from archbench.timeline.clock import Offset
+    from archbench.timeline.spans import Span
+
+    step = {"step": 5, "source": derive.LOOP}
+    spans = [
+        Span(0, "step", "step", "step 5", 0, 100_000, dict(step)),
+        Span(0, "python", "compute", "forward + backward (call)", 5_000, 60_000, {"step": 5}),
+        Span(0, "compute thread 1", "forward", "forward a", 10_000, 30_000, {"step": 5}),
+        Span(0, "compute thread 1", "backward", "backward a", 30_000, 50_000, {"step": 5}),
+        Span(0, "mpi", "comm", "send gradient to rank 1", 62_000, 80_000, {"step": 5}),
+        Span(0, "python", "update", "update: SGD", 80_000, 95_000, {"step": 5}),
+    ]
+    arranged = build.arrange(spans, [Offset(0.0, 0.0)], "p2p", ["worker"])
+    edges = {s.name: (s.start_ns, s.end_ns) for s in arranged if s.cat == "host"}
+    assert edges == {
+        "host: the step handed to the engine": (0, 10_000),  # to the first op, not the call
+        "host: results back to Python": (95_000, 100_000),
+    }
+    meta = {"ranks": ["rank 0: worker on a"], "meta": {"generator": "archbench --timeline"}}
+    trace = build.trace(arranged, 1.0, meta)
+    assert problems(trace) == []
+    (row,) = breakdowns(trace)
+    assert row.unaccounted == pytest.approx(2e-6)  # 60-62: outside the call, no span
+    assert row.compute == pytest.approx(50e-6)  # ops 10-50, the call's own 50-60

@@ -2,7 +2,8 @@
 span (compute, communication, waits, host), time in milliseconds from the step's start on the
 earliest rank, so the ranks' offsets show. Where communication ran while the rank computed, the
 two lanes overlap in time: that is the overlap the trace measures. The host lane shows only the
-time no other span covers (the runtime's frames wrap the ops they run)."""
+time no other span covers (the runtime's frames wrap the ops they run); so does the compute
+lane for the step thread's call into the engine (it holds the ops: drawn where none ran)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from archbench.analysis import plotting
 from archbench.analysis.section import FigureFile
 from archbench.timeline import intervals as iv
 from archbench.timeline.breakdown import spans_by_step
-from archbench.timeline.spans import BACKWARD, COMM, FORWARD, HOST, UPDATE, WAIT
+from archbench.timeline.spans import BACKWARD, COMM, COMPUTE, FORWARD, HOST, UPDATE, WAIT
 
 RANK_LABEL_AT = 0.12  # left of the lanes' labels, in axes widths
 LANE_HEIGHT_IN = 0.3
 LANES = (  # (label, categories drawn in it)
-    ("compute", (FORWARD, BACKWARD, UPDATE)),
+    ("compute", (FORWARD, BACKWARD, UPDATE, COMPUTE)),
     ("communication", (COMM,)),
     ("wait", (WAIT,)),
     ("host", (HOST,)),
@@ -29,6 +30,7 @@ COLORS = {
     FORWARD: plotting.COMPUTE_COLOR,
     BACKWARD: "#55a868",
     UPDATE: "#8172b3",
+    COMPUTE: "#a6c8e0",
     COMM: plotting.COMM_COLOR,
     WAIT: "#c44e52",
     HOST: "#b0b0b0",
@@ -37,6 +39,7 @@ LABELS = {
     FORWARD: "forward",
     BACKWARD: "backward",
     UPDATE: "update (optimizer, server)",
+    COMPUTE: "in the engine's call, between its ops",
     COMM: "communication",
     WAIT: "waiting on others",
     HOST: "host (Python, runtime)",
@@ -64,7 +67,12 @@ def draw_step(ax: Axes, trace: dict, step: int, xmax_ms: float | None = None) ->
         low, high = group["frame"]
         band_bottom = y
         busy = iv.union(
-            (e["ts"], e["ts"] + e["dur"]) for e in group["events"] if e.get("cat") != HOST
+            (e["ts"], e["ts"] + e["dur"])
+            for e in group["events"]
+            if e.get("cat") not in (HOST, COMPUTE)
+        )
+        hosted = iv.union(
+            (e["ts"], e["ts"] + e["dur"]) for e in group["events"] if e.get("cat") == HOST
         )
         for lane, cats in reversed(LANES):
             for cat in cats:
@@ -73,6 +81,8 @@ def draw_step(ax: Axes, trace: dict, step: int, xmax_ms: float | None = None) ->
                 )
                 if cat == HOST:  # the runtime's frames wrap the ops: only what nothing else covers
                     spans = iv.subtract(spans, busy)
+                if cat == COMPUTE:  # the call holds the ops: only what no other span covers
+                    spans = iv.subtract(iv.subtract(spans, busy), hosted)
                 bars = [((s - origin) / 1000, (e - s) / 1000) for s, e in spans]
                 if bars:
                     ax.broken_barh(bars, (y + 0.1, 0.8), color=COLORS[cat], linewidth=0)

@@ -1,7 +1,10 @@
 """Where a traced step's time went, read from a trace (the file `--timeline` writes, or the
 same object before it is written): per rank and step, a partition of the step into
 
-- `compute`: forward or backward ops ran, and no communication;
+- `compute`: forward or backward ops ran, and no communication; or the step's thread was in
+  its call into the engine computing the step (a `compute` span) and no span below covers that
+  time (the engine's time between its events: its executor stopped by a CPU budget, the
+  results waiting for the thread to run again);
 - `comm_hidden`: communication while the same rank computed (forward, backward or update ops):
   the overlap;
 - `comm_exposed`: communication while the rank computed nothing;
@@ -29,7 +32,17 @@ from typing import Any
 
 from archbench.archs import SERVER_ROLE
 from archbench.timeline import intervals as iv
-from archbench.timeline.spans import BACKWARD, COMM, COMPUTING, FORWARD, HOST, STEP, UPDATE, WAIT
+from archbench.timeline.spans import (
+    BACKWARD,
+    COMM,
+    COMPUTE,
+    COMPUTING,
+    FORWARD,
+    HOST,
+    STEP,
+    UPDATE,
+    WAIT,
+)
 from archbench.timeline.traceformat import events_of
 
 PARTS = (
@@ -128,6 +141,9 @@ def _partition(group: dict[str, Any]) -> list[float]:
     taken = iv.union(taken + wait)
     host = iv.subtract(union(HOST), taken)
     taken = iv.union(taken + host)
+    called = iv.subtract(union(COMPUTE), taken)  # the compute call's time its events leave
+    passes = iv.union(passes + called)
+    taken = iv.union(taken + called)
     step = (high - low) / 1e6
     parts = [iv.length(part) / 1e6 for part in (passes, hidden, exposed, update, wait, host)]
     gap = max(0.0, step - iv.length(taken) / 1e6)
@@ -138,7 +154,11 @@ def _partition(group: dict[str, Any]) -> list[float]:
 def critical_path(trace: dict, step: int) -> list[dict]:
     """The chain back from the span of `step` that ended last (see the module's docstring)."""
     blocks = _blocks(
-        e for (_, s), g in spans_by_step(trace).items() if s == step for e in g["events"]
+        e
+        for (_, s), g in spans_by_step(trace).items()
+        if s == step
+        for e in g["events"]
+        if e.get("cat") != COMPUTE  # a call holds the work it waited on: the path names that
     )
     if not blocks:
         return []
