@@ -439,12 +439,13 @@ def test_a_fused_steps_call_is_recorded_by_its_trainer(arch, work):
 def test_a_trace_with_calls_keeps_the_format_and_the_host_edges_outside_the_call():
     from archbench.timeline import build, derive
     from archbench.timeline.clock import Offset
+    from archbench.timeline.recorder import CALL_THREAD
     from archbench.timeline.spans import Span
 
     step = {"step": 5, "source": derive.LOOP}
     spans = [
         Span(0, "step", "step", "step 5", 0, 100_000, dict(step)),
-        Span(0, "python", "compute", "forward + backward (call)", 5_000, 60_000, {"step": 5}),
+        Span(0, CALL_THREAD, "compute", "forward + backward (call)", 5_000, 60_000, {"step": 5}),
         Span(0, "compute thread 1", "forward", "forward a", 10_000, 30_000, {"step": 5}),
         Span(0, "compute thread 1", "backward", "backward a", 30_000, 50_000, {"step": 5}),
         Span(0, "mpi", "comm", "send gradient to rank 1", 62_000, 80_000, {"step": 5}),
@@ -459,6 +460,8 @@ def test_a_trace_with_calls_keeps_the_format_and_the_host_edges_outside_the_call
     meta = {"ranks": ["rank 0: worker on a"], "meta": {"generator": "archbench --timeline"}}
     trace = build.trace(arranged, 1.0, meta)
     assert problems(trace) == []
+    rows = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert CALL_THREAD in rows and not any(r.endswith("(2)") for r in rows), "a row of its own"
     (row,) = breakdowns(trace)
     assert row.unaccounted == pytest.approx(2e-6)  # 60-62: outside the call, no span
     assert row.compute == pytest.approx(50e-6)  # ops 10-50, the call's own 50-60

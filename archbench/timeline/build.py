@@ -23,7 +23,9 @@ from archbench.timeline.clock import Offset
 from archbench.timeline.spans import STEP, Span
 from archbench.timeline.traceformat import complete, metadata
 
-THREAD_ORDER = ("step", "python", "compute", "network", "mpi", "horovod", "for worker")
+THREAD_ORDER = (
+    "step", "python", "engine call", "compute", "network", "mpi", "horovod", "for worker",
+)  # fmt: skip
 
 
 def _on_reference_clock(span: Span, offsets: list[Offset]) -> Span:

@@ -12,7 +12,9 @@ from typing import Any
 from archbench.timeline.spans import COMPUTE, Span
 
 _NOTHING = contextlib.nullcontext()
-CALL_THREAD = "python"  # the row of the thread running the step (its own spans, host edges)
+# The step thread's calls into the engine get a row of their own on the rank's track: the host
+# edges on its `python` row overlap a call's head and tail without nesting in it.
+CALL_THREAD = "engine call"
 CALL_SOURCE = (
     "the step's thread: from its call into the engine to the call's return, results in hand"
 )
@@ -56,7 +58,7 @@ class Recorder:
     def call(self, work: str):
         """`with recorder.call("forward + backward"):` around the step thread's call into the
         engine that computes `work` (a tf.function), the results read inside the block: a
-        `compute` span from the call to its return, on the step thread's row. The engine's ops
+        `compute` span from the call to its return, on a row of its own. The engine's ops
         fall inside it; the breakdown gives it only the time they leave."""
         if not self.active:
             return _NOTHING
