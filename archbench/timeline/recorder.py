@@ -1,7 +1,8 @@
 """What a process records itself while a traced step runs: its own spans (p2p's sends, receives
 and waits, timed around the MPI calls; the step thread's call into the engine that computes the
-step) and TensorFlow's step statistics of the session runs (ps). Inactive outside traced steps, where every call is a cheap no-op: trainers hold a
-recorder always (`NULL_RECORDER` unless the run traces)."""
+step) and TensorFlow's step statistics of the session runs (ps). Inactive outside traced
+steps, where every call is a cheap no-op: trainers hold a recorder always (`NULL_RECORDER`
+unless the run traces)."""
 
 from __future__ import annotations
 
