@@ -3,8 +3,9 @@ same object before it is written): per rank and step, a partition of the step in
 
 - `compute`: forward or backward ops ran, and no communication; or the step's thread was in
   its call into the engine computing the step (a `compute` span) and no span below covers that
-  time (the engine's time between its events: its executor stopped by a CPU budget, the
-  results waiting for the thread to run again);
+  time (the call's time around and between the engine's events: TensorFlow starting the
+  function before its first op, an executor stopped by a CPU budget, the results waiting for
+  the thread to run again);
 - `comm_hidden`: communication while the same rank computed (forward, backward or update ops):
   the overlap;
 - `comm_exposed`: communication while the rank computed nothing;

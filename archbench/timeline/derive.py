@@ -2,8 +2,8 @@
 for what it is, and its `source` says how it was derived.
 
 - `host_edges` (every worker): Python handing a traced step to the engine, before the step's
-  first engine event, and the results coming back after its last (the step thread's call into
-  the engine, a `compute` span, is not an engine event: it holds them);
+  first span, and the results coming back after its last; where the step thread timed its call
+  into the engine (a `compute` span), that is Python before the call and after its return;
 - `receive_waits` (p2p): a receive is posted before its sender sends; the part of it before the
   matching send began (the k-th send of that kind from that peer in that step) is a wait for
   the sender, the rest is the transfer;
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from archbench.timeline.intervals import subtract, union
-from archbench.timeline.spans import BACKWARD, COMM, COMPUTE, HOST, STEP, WAIT, Span
+from archbench.timeline.spans import BACKWARD, COMM, HOST, STEP, WAIT, Span
 
 LOOP = "the training loop"  # the source of a worker's own step frame (servers' are derived)
 
@@ -41,7 +41,7 @@ def host_edges(spans: list[Span]) -> list[Span]:
     derived = []
     for (rank, step), group in _by_rank_step(spans).items():
         frames = [s for s in group if s.cat == STEP and s.args.get("source") == LOOP]
-        inside = [s for s in group if s.cat not in (STEP, COMPUTE)]
+        inside = [s for s in group if s.cat != STEP]
         if len(frames) != 1 or not inside:
             continue
         frame = frames[0]
