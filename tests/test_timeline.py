@@ -465,3 +465,100 @@ def test_a_trace_with_calls_keeps_the_format_and_its_host_edges_are_outside_the_
     (row,) = breakdowns(trace)
     assert row.unaccounted == pytest.approx(2e-6)  # 60-62: outside the call, no span
     assert row.compute == pytest.approx(55e-6)  # ops 10-50, the call's own 5-10 and 50-60
+
+
+def test_a_collective_op_waits_from_its_start_to_its_done_callback_on_its_own_clock():
+    from archbench.timeline.tfprofile import ASYNC_DONE, ASYNC_START, collective_calls
+
+    grad_a, grad_b = "cond/HorovodAllreduce_grad_a_0", "cond_1/HorovodAllreduce_grad_b_0"
+    events = [
+        (ASYNC_START, "HorovodAllreduce", grad_a, 100),
+        (ASYNC_START, "HorovodAllreduce", grad_b, 110),
+        (ASYNC_DONE, "HorovodAllreduce", grad_b, 400),  # b's result back first
+        (ASYNC_DONE, "HorovodAllreduce", grad_a, 450),
+        (ASYNC_START, "HorovodAllreduce", grad_a, 1100),  # the next step's
+        (ASYNC_DONE, "HorovodAllreduce", grad_a, 1300),
+        (ASYNC_START, "HorovodAllgather", "rows", 2100),  # outside the traced steps
+        (ASYNC_DONE, "HorovodAllgather", "rows", 2200),
+        (ASYNC_START, "HorovodAllreduce", "never_back", 1150),  # no done: no span
+    ]
+    spans = collective_calls(events, windows=[(0, 1000), (1000, 2000)], rank=1)
+    found = sorted((s.args["op"], s.start_ns, s.end_ns) for s in spans)
+    assert found == [(grad_a, 100, 450), (grad_a, 1100, 1300), (grad_b, 110, 400)]
+    assert all(s.rank == 1 and s.cat == "wait" for s in spans)
+    assert {s.name for s in spans} == {"allreduce: until the result is back"}
+    assert all("this rank's clock" in s.args["source"] for s in spans)
+
+
+def test_a_string_stat_stored_as_a_reference_is_read_by_its_name():
+    from types import SimpleNamespace
+
+    from archbench.timeline.tfprofile import _stats
+
+    class Stat(SimpleNamespace):
+        def WhichOneof(self, _):
+            return "ref_value" if hasattr(self, "ref_value") else "str_value"
+
+    event = SimpleNamespace(
+        stats=[Stat(metadata_id=1, ref_value=7), Stat(metadata_id=2, str_value="Horovod")]
+    )
+    names = {1: "name", 2: "kernel_type", 7: "cond/HorovodAllreduce_x_0"}
+    assert _stats(event, names) == {
+        "name": "cond/HorovodAllreduce_x_0",
+        "kernel_type": "Horovod",
+    }
+
+
+def _ring_spans(own: bool) -> list:
+    """Ranks 0 and 1, step 3, 0-1000 ns on one clock: rank 0's Horovod timeline holds one
+    allreduce, its frame 300-600 (its result back on rank 0) with the MPI activity 320-580;
+    rank 1's result was back at 700 (its own profiler: the op started at 200, done at 700),
+    then its update ran 700-900."""
+    from archbench.timeline import derive, horovod
+    from archbench.timeline.spans import Span
+    from archbench.timeline.tfprofile import COLLECTIVE_SOURCE, COLLECTIVE_THREAD
+
+    loop = {"step": 3, "source": derive.LOOP}
+    rank0 = {"source": horovod.SOURCE}
+    spans = [
+        Span(0, "step", "step", "step 3", 0, 1000, dict(loop)),
+        Span(1, "step", "step", "step 3", 0, 1000, dict(loop)),
+        Span(0, horovod.OPERATION_THREAD, "wait", "allreduce: until the result is back",
+             300, 600, dict(rank0)),
+        Span(0, "horovod", "comm", "mpi_allreduce (1 tensor(s))", 320, 580, dict(rank0)),
+        Span(1, "compute thread 1", "backward", "backward a", 0, 200, {"step": 3}),
+        Span(1, "compute thread 1", "update", "update a", 700, 900, {"step": 3}),
+    ]  # fmt: skip
+    if own:
+        spans.append(
+            Span(1, COLLECTIVE_THREAD, "wait", "allreduce: until the result is back", 200, 700,
+                 {"step": 3, "source": COLLECTIVE_SOURCE})
+        )  # fmt: skip
+    return spans
+
+
+def test_each_ranks_allreduce_ends_when_its_own_result_was_back():
+    from archbench.timeline import build
+    from archbench.timeline.clock import Offset
+
+    offsets = [Offset(0.0, 0.0), Offset(0.0, 0.0)]
+    arranged = build.arrange(_ring_spans(own=True), offsets, "ring", ["worker", "worker"])
+    rank1 = [s for s in arranged if s.rank == 1]
+    frames = [s for s in rank1 if s.name.startswith("allreduce: until")]
+    assert [(s.start_ns, s.end_ns) for s in frames] == [(200, 700)], "its own, not rank 0's"
+    assert any(s.cat == "comm" and s.name.startswith("mpi_allreduce") for s in rank1), (
+        "the collective's activity is still merged from rank 0's timeline"
+    )
+    rank0 = [s for s in arranged if s.rank == 0 and s.name.startswith("allreduce: until")]
+    assert [(s.start_ns, s.end_ns) for s in rank0] == [(300, 600)]
+    meta = {"ranks": ["rank 0: worker on a", "rank 1: worker on b"], "meta": {}}
+    trace = build.trace(arranged, 1.0, meta)
+    assert problems(trace) == []
+    row = next(r for r in breakdowns(trace) if r.rank == 1)
+    assert row.unaccounted == 0 and row.wait == pytest.approx(240e-9)  # 200-320, 580-700
+    # without its own measure, rank 1 gets rank 0's frame, and a gap 600-700 it cannot explain
+    arranged = build.arrange(_ring_spans(own=False), offsets, "ring", ["worker", "worker"])
+    frames = [s for s in arranged if s.rank == 1 and s.name.startswith("allreduce: until")]
+    assert [(s.start_ns, s.end_ns) for s in frames] == [(300, 600)]
+    row = next(r for r in breakdowns(build.trace(arranged, 1.0, meta)) if r.rank == 1)
+    assert row.unaccounted == pytest.approx(100e-9)

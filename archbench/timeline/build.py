@@ -21,10 +21,12 @@ from archbench.cluster.dilation import virtual
 from archbench.timeline import derive, horovod
 from archbench.timeline.clock import Offset
 from archbench.timeline.spans import STEP, Span
+from archbench.timeline.tfprofile import COLLECTIVE_THREAD
 from archbench.timeline.traceformat import complete, metadata
 
 THREAD_ORDER = (
-    "step", "python", "engine call", "compute", "network", "mpi", "horovod", "for worker",
+    "step", "python", "engine call", "compute", "network", "mpi", "collective", "horovod",
+    "for worker",
 )  # fmt: skip
 
 
@@ -91,7 +93,8 @@ def arrange(gathered: list[Span], offsets: list[Offset], arch: str, roles: list[
     if uses_horovod(arch):  # rank 0's collectives, each in its step, on every rank in that step
         rank0 = [s for s in spans if s.thread.startswith("horovod") and s.rank == 0]
         frames0 = [s for s in spans if s.cat == STEP and s.rank == 0]
-        spans += horovod.on_every_rank(_inside_steps(frames0 + rank0), workers)
+        measured = frozenset(s.rank for s in spans if s.thread == COLLECTIVE_THREAD)
+        spans += horovod.on_every_rank(_inside_steps(frames0 + rank0), workers, measured)
     if owns_shards(arch):  # the shard owners' exchange records its receives
         spans = derive.receive_waits(spans)
     if has_servers(arch):

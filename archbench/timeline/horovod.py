@@ -10,7 +10,11 @@ their activities: those become one span listing the tensors and their bytes.
 
 An allreduce is a collective: every rank runs the same fused operation at the same time, so the
 activities are also drawn on the other ranks' tracks (`source` says they come from rank 0's
-timeline; they are off there by at most the clock bound and one message latency).
+timeline; they are off there by at most the clock bound and one message latency). The
+operation's frame (until the result is back) is not: when a rank's result is back is that
+rank's own fact, which its profiler measures (each collective op from its start to its done
+callback, `archbench.timeline.tfprofile.collective_calls`); only a rank without those gets rank
+0's frame.
 
 A negotiation is drawn per rank where Horovod marks, under its bar, the moment the coordinator
 heard that a rank had the tensor ready (an `X` event named by the rank): from then until the bar
@@ -34,6 +38,7 @@ from archbench.timeline.spans import COMM, STEP, WAIT, Span
 DYNAMIC = "DYNAMIC"  # HOROVOD_TIMELINE=DYNAMIC: started and stopped from Python around the steps
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}
 SOURCE = "horovod timeline (rank 0)"
+OPERATION_THREAD = "horovod operation"  # the operations' frames: until the result is back
 
 
 # What a traced ring run pays beyond its traced steps (measured: rank 0's background thread uses
@@ -112,7 +117,7 @@ def spans(events: list[dict], rank: int = 0) -> list[Span]:
             continue
         merged[(name, start, end)].append(pid)
     result = [
-        Span(rank, "horovod operation", WAIT, f"{name.lower()}: until the result is back",
+        Span(rank, OPERATION_THREAD, WAIT, f"{name.lower()}: until the result is back",
              start_ns(base, start), start_ns(base, max(end for end, _ in ends)),
              {"activity": name, "tensors": [_short(tensors.get(pid, str(pid))) for _, pid in ends],
               "source": SOURCE})
@@ -163,15 +168,20 @@ def _short(tensor: str) -> str:
     return name.removeprefix("HorovodAllreduce_")
 
 
-def on_every_rank(rank0_spans: list[Span], ranks: list[int]) -> list[Span]:
-    """The collective operations and their activities of rank 0's timeline drawn on the other
-    ranks' tracks (on rank 0's clock): every rank takes part in the same operation.
-    Negotiations are not copied: each rank has its own (`spans`)."""
+def on_every_rank(
+    rank0_spans: list[Span], ranks: list[int], measured: frozenset[int] = frozenset()
+) -> list[Span]:
+    """The collective operations' activities of rank 0's timeline drawn on the other ranks'
+    tracks (on rank 0's clock): every rank takes part in the same operation. Negotiations are
+    not copied: each rank has its own (`spans`); nor are the operations' frames (until the
+    result is back) to the ranks in `measured`, whose own profiler timed their ops' results."""
     copies = []
     for span in rank0_spans:
         if span.cat == STEP or span.name.startswith("negotiate"):
             continue
         for rank in ranks:
+            if span.thread == OPERATION_THREAD and rank in measured:
+                continue
             if rank != span.rank:
                 args = {**span.args, "source": SOURCE + ", a collective every rank takes part in"}
                 copies.append(
