@@ -152,6 +152,35 @@ def test_ring_spans_merge_horovods_timeline_on_every_rank(traced_any):
     for event in _spans(trace, 1, "wait"):
         if event["name"].startswith("negotiate"):
             assert "rank 1's readiness mark" in event["args"]["source"]
+    # when each rank's result was back is its own: its profiler's ops, not rank 0's frames
+    for rank in (0, 1):
+        own = [e for e in _spans(trace, rank, "wait") if "this rank's clock" in e["args"]["source"]]
+        assert {e["args"]["step"] for e in own} == {5, 6, 7}
+        assert all(e["args"]["type"] == "HorovodAllreduce" for e in own)
+    assert not [
+        e
+        for e in _spans(trace, 1, "wait")
+        if e["name"].endswith("until the result is back") and "rank 0" in e["args"]["source"]
+    ]
+
+
+@pytest.mark.parametrize("arch", ["ring", "p2p"])
+def test_the_step_threads_compute_call_holds_its_ops(traced_any, arch):
+    _, trace, _ = traced_any[arch]
+    slack_us = 50.0  # the profiler's events are placed on the wall clock within a few µs
+    for rank in (0, 1):
+        calls = _spans(trace, rank, "compute")
+        assert sorted(e["args"]["step"] for e in calls) == [5, 6, 7], "one call per step"
+        for call in calls:
+            ops = [
+                e
+                for e in _spans(trace, rank)
+                if e["cat"] in ("forward", "backward") and e["args"]["step"] == call["args"]["step"]
+            ]
+            assert ops
+            for op in ops:
+                assert call["ts"] - slack_us <= op["ts"]
+                assert op["ts"] + op["dur"] <= call["ts"] + call["dur"] + slack_us
 
 
 def test_p2p_spans_are_each_send_receive_and_wait(traced_any):
