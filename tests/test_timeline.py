@@ -413,14 +413,10 @@ def test_p2ps_step_records_its_gradients_call_before_the_exchange():
     assert exchanged and call.end_ns <= exchanged[0][0], "the exchange follows the call"
 
 
-@pytest.mark.parametrize(
-    "arch, work",
-    [
-        ("single", "forward + backward + update"),
-        ("ring", "forward + backward + allreduce + update"),
-    ],
-)
-def test_a_fused_steps_call_is_recorded_by_its_trainer(arch, work):
+@pytest.mark.parametrize("arch", ["single", "ring"])
+def test_a_fused_step_records_no_call(arch):
+    """A fused step's call holds the update (and the ring's allreduce): a span over it would
+    account for every gap of the step by construction, so none is recorded."""
     from archbench.localsgd import SYNC
     from archbench.trainers.ring import RingTrainer
     from archbench.trainers.single import SingleTrainer
@@ -431,9 +427,7 @@ def test_a_fused_steps_call_is_recorded_by_its_trainer(arch, work):
     trainer.compressor = None
     trainer._fused = lambda x, y: _Engine(0.002)(x, y)[0]
     assert trainer.train_step(None, None) == 0.5
-    (call,) = recorder.spans
-    assert (call.cat, call.name) == ("compute", f"{work} (call)")
-    assert call.end_ns - call.start_ns >= 2_000_000
+    assert recorder.spans == []
 
 
 def test_a_trace_with_calls_keeps_the_format_and_its_host_edges_are_outside_the_call():

@@ -4,7 +4,7 @@ times itself):
 | arch | engine events | how |
 | --- | --- | --- |
 | `single`, `ring`, `p2p` | TensorFlow ops of the tf.functions (forward, backward, update); ring's collective ops, each until its result is back | TensorFlow's profiler (`tfprofile`) |
-| `single`, `ring`, `p2p` | the step thread's call into the tf.function that computes the step | the trainer's recorder (`recorder.call`) |
+| `p2p` | the step thread's call into the tf.function that computes the gradients | the trainer's recorder (`recorder.call`) |
 | `ring` | Horovod's negotiations and allreduce activities | Horovod's timeline, started from Python (`horovod`) |
 | `p2p` | every send, receive and wait, pieces included; averaging and SGD | the exchange's own recorder around its MPI calls |
 | `ps` | worker ops, pushes, pulls, the servers' aggregation and update | TensorFlow's step statistics of the traced `session.run`s (`stepstats`) |

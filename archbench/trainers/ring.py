@@ -111,11 +111,6 @@ class RingTrainer(KerasTrainer):
             return "gloo"
         return "unknown"
 
-    @property
-    def fused_work(self) -> str:
-        exchange = "allreduce" if self.compressor is None else "compressed exchange"
-        return f"forward + backward + {exchange} + update"
-
     def exchange(self, grads):
         if self.compressor is not None:
             return self.compressor.exchange(grads)
