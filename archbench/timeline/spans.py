@@ -11,9 +11,9 @@ Categories (the trace events' `cat`), which the breakdown and the overlap figure
   gradients or a worker for its token, a receive whose sender had not sent yet);
 - `host`: the process between the engine's events (Python handing the step to the engine, the
   results coming back);
-- `compute`: the step's thread inside its call into the engine that computes the step (a
-  tf.function: forward and backward, and for a fused step the update and the allreduce), from
-  the call to its return with the results in hand, timed by that thread itself. It contains
+- `compute`: the step's thread inside its call into the engine that computes the gradients
+  (p2p's tf.function: forward and backward, nothing else), from the call to its return with
+  the results in hand, timed by that thread itself. It contains
   the engine's own spans of that work (its ops, which its executor threads record) and claims
   only the time none of them covers: the call's own time between the engine's events (an
   executor stopped by a CPU budget, the results waiting for the thread to run again);
@@ -36,8 +36,8 @@ FORWARD, BACKWARD, UPDATE, COMM, WAIT, HOST, COMPUTE, STEP = (
     "step",
 )
 CATEGORIES = (FORWARD, BACKWARD, UPDATE, COMM, WAIT, HOST, COMPUTE, STEP)
-# "the rank was computing": its ops. Not `compute`: a call holds its ops and whatever ran beside
-# them (a fused ring step's allreduce), so it says nothing of what overlapped.
+# "the rank was computing": its ops. Not `compute`: a call's own time between its ops is the
+# thread waiting in the call, which says nothing of what overlapped.
 COMPUTING = (FORWARD, BACKWARD, UPDATE)
 
 
