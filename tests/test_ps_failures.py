@@ -245,3 +245,38 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, args, np, messag
     ours = [line for line in proc.stderr.splitlines() if line.startswith("archbench")]
     assert len(ours) == 1 and message in ours[0], proc.stderr
     assert not out.exists() and records == []
+
+
+def test_an_error_names_the_task_it_came_from_and_only_that_task():
+    from archbench.ps.cluster_spec import Task
+    from archbench.ps.lifecycle import tasks_named_in
+
+    server = Task("ps", 0, 0, "10.0.0.1:20001")
+    chief = Task("worker", 0, 1, "10.0.0.2:20002")
+    other = Task("worker", 1, 2, "10.0.0.3:20003")
+    message = "UnavailableError: From /job:ps/replica:0/task:0: Connection reset by peer"
+    assert tasks_named_in(message, [server, chief, other]) == [server]
+    assert tasks_named_in(
+        "From /job:worker/replica:0/task:1: Socket closed", [server, chief, other]
+    ) == [other]
+    assert tasks_named_in("Connection reset by peer", [server, chief, other]) == []
+
+
+def test_a_listening_socket_that_closes_late_is_still_found_gone():
+    import socket as sockets
+
+    from archbench.ps.cluster_spec import Task
+    from archbench.ps.lifecycle import gone_tasks
+
+    listener = sockets.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    task = Task("ps", 0, 0, f"127.0.0.1:{listener.getsockname()[1]}")
+    assert gone_tasks([task], settle_s=0.0) == []  # still there, and a look does not wait
+    closer = threading.Timer(0.5, listener.close)  # as a dying server's socket closes late
+    closer.start()
+    try:
+        assert gone_tasks([task], settle_s=5.0) == [task]
+    finally:
+        closer.cancel()
+        listener.close()

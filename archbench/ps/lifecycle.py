@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 import threading
 import time
 
@@ -22,6 +23,7 @@ from archbench.ps.cluster_spec import ClusterLayout, Task, unreachable
 
 SERVE_POLL_S = 0.25  # how soon a server notices the last worker is done
 LIVENESS_EVERY_S = 2.0  # how often a waiting task checks that its peers are still there
+GONE_SETTLE_S = 3.0  # how long a lost connection waits for its peer's listening socket to close
 
 
 def session_config(tf, threads: int, timeout_s: float, device_filters: list[str] | None):
@@ -119,8 +121,9 @@ def explain_failure(
 ) -> RunFailed:
     """A TensorFlow error during `doing` -> one message naming the task(s) that stopped answering."""
     others = [task for task in layout.tasks if task.rank != layout.rank]
-    gone = unreachable(others, timeout=0.5)
     kind = type(exc).__name__
+    lost_connection = isinstance(exc, (tf.errors.UnavailableError, tf.errors.AbortedError))
+    gone = gone_tasks(others, settle_s=GONE_SETTLE_S if lost_connection else 0.0)
     if gone:
         names = "; ".join(task.describe() for task in gone)
         return RunFailed(f"{names} stopped answering while {doing} ({kind}: {first_line(exc)})")
@@ -129,7 +132,32 @@ def explain_failure(
             f"no progress within --ps-timeout {timeout_s:g} s while {doing}: every task still "
             "accepts connections, so one is stuck or slower than the timeout"
         )
+    reporters = tasks_named_in(first_line(exc), others)
+    if reporters:
+        names = "; ".join(task.describe() for task in reporters)
+        return RunFailed(f"{doing} failed: {names} reported {kind}: {first_line(exc)}")
     return RunFailed(f"{doing} failed: {kind}: {first_line(exc)}")
+
+
+def gone_tasks(tasks: list[Task], settle_s: float) -> list[Task]:
+    """The tasks that no longer accept connections, looking again for up to settle_s.
+
+    A killed process resets its connections a moment before the kernel closes its listening
+    socket (a large process takes a while to tear down), so the first look can find it still
+    there.
+    """
+    deadline = time.monotonic() + settle_s
+    while True:
+        gone = unreachable(tasks, timeout=0.5)
+        if gone or time.monotonic() >= deadline:
+            return gone
+        time.sleep(0.1)
+
+
+def tasks_named_in(message: str, tasks: list[Task]) -> list[Task]:
+    """The tasks a TensorFlow error says it came from ("From /job:ps/replica:0/task:0: ...")."""
+    named = set(re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", message))
+    return [task for task in tasks if (task.job, str(task.index)) in named]
 
 
 def take_when_there(
