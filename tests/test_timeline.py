@@ -4,6 +4,7 @@ traced, and the breakdown of a step (the engine-backed runs are in test_timeline
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -556,3 +557,32 @@ def test_each_ranks_allreduce_ends_when_its_own_result_was_back():
     assert [(s.start_ns, s.end_ns) for s in frames] == [(300, 600)]
     row = next(r for r in breakdowns(build.trace(arranged, 1.0, meta)) if r.rank == 1)
     assert row.unaccounted == pytest.approx(100e-9)
+
+
+def _node(name: str, scheduled_ns: int | None, start_ns: int):
+    """An op's step statistics as TensorFlow fills them: the scheduled time in nanoseconds in the
+    field named micros, on a clock of its own (here 5 s ahead of the wall clock); 0 when none."""
+    return SimpleNamespace(
+        node_name=name,
+        scheduled_micros=0 if scheduled_ns is None else scheduled_ns + 5_000_000_000,
+        all_start_nanos=start_ns,
+        all_start_micros=start_ns // 1000,
+    )
+
+
+def test_an_op_ready_before_it_started_waited_for_a_thread_from_its_scheduled_time():
+    from archbench.timeline.spans import COMPUTE
+    from archbench.timeline.stepstats import MIN_QUEUED_NS, queued
+
+    t0 = 1_000_000_000
+    nodes = [
+        _node("first", t0, t0 + 3_000),  # the quickest hand-over: the clocks' offset
+        _node("waited", t0 + 100_000, t0 + 900_000),  # ready, then 0.8 ms without a thread
+        _node("brief", t0 + 1_000_000, t0 + 1_003_000 + MIN_QUEUED_NS // 2),  # ordinary
+        _node("untimed", None, t0 + 2_000_000),  # no scheduled time recorded
+    ]
+    (span,) = queued(nodes, step=7, rank=2)
+    assert (span.rank, span.cat, span.args["op"], span.args["step"]) == (2, COMPUTE, "waited", 7)
+    # measured from the first op's hand-over: 3 µs of the true 800 µs are taken as the offset
+    assert (span.start_ns, span.end_ns) == (t0 + 103_000, t0 + 900_000)
+    assert queued([_node("untimed", None, t0)], step=7, rank=2) == []

@@ -7,7 +7,7 @@ times itself):
 | `p2p` | the step thread's call into the tf.function that computes the gradients | the trainer's recorder (`recorder.call`) |
 | `ring` | Horovod's negotiations and allreduce activities | Horovod's timeline, started from Python (`horovod`) |
 | `p2p` | every send, receive and wait, pieces included; averaging and SGD | the exchange's own recorder around its MPI calls |
-| `ps` | worker ops, pushes, pulls, the servers' aggregation and update | TensorFlow's step statistics of the traced `session.run`s (`stepstats`) |
+| `ps` | worker ops and their waits for a thread (scheduled to start), pushes, pulls, the servers' aggregation and update | TensorFlow's step statistics of the traced `session.run`s (`stepstats`) |
 """
 
 from __future__ import annotations

@@ -16,7 +16,10 @@ Categories (the trace events' `cat`), which the breakdown and the overlap figure
   the results in hand, timed by that thread itself. It contains
   the engine's own spans of that work (its ops, which its executor threads record) and claims
   only the time none of them covers: the call's own time between the engine's events (an
-  executor stopped by a CPU budget, the results waiting for the thread to run again);
+  executor stopped by a CPU budget, the results waiting for the thread to run again); and
+  (ps) an op of the worker's step from when its executor scheduled it to its start, the
+  op ready and waiting for a thread (`stepstats.queued`), which also claims only what no other
+  span covers;
 - `step`: one traced step as the training loop timed it (the frame the others fall in).
 """
 

@@ -10,6 +10,11 @@ servers' included, each on its own host's wall clock.
   RPC, its bytes, sender and receiver): a push (worker -> server) is drawn on both the worker's
   and the server's track, so is a pull (server -> worker).
 
+- the worker's executor queue: each of its ops from the moment the executor scheduled it (it was
+  ready) to its start, where that wait is long enough to matter: the op waited for a thread to
+  run it (the node's CPU busy, or stopped by its budget). A `compute` span: the step's compute,
+  claiming only time no op covers.
+
 The worker's wait for the servers between its pushes and its pulls is drawn when the trace is
 built, once both are on one clock (`archbench.timeline.build`).
 """
@@ -20,9 +25,11 @@ import re
 
 from archbench.archs import SERVER_ROLE
 from archbench.timeline.ops import TRIVIAL_TYPES, classify, classify_server
-from archbench.timeline.spans import COMM, Span
+from archbench.timeline.spans import COMM, COMPUTE, Span
 
 _DEVICE = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+# Shorter waits between being scheduled and starting are the executor's ordinary hand-over.
+MIN_QUEUED_NS = 20_000
 _TRANSFER = re.compile(r"^\[[^\]]*\] \[[^\]]*\] (\S+) from (\S+) to (\S+)")
 
 
@@ -45,6 +52,8 @@ def spans(
         if owner is None:
             continue
         job, device_owner = owner
+        if job != SERVER_ROLE:
+            result += queued(device.node_stats, step, device_owner)
         for node in device.node_stats:
             start = node.all_start_micros * 1000
             end = start + max(node.all_end_rel_micros, 0) * 1000
@@ -65,6 +74,45 @@ def spans(
                     args["layer"] = layer
                 result.append(Span(device_owner, "compute", cat, label, start, end, args))
     return result
+
+
+def queued(nodes, step: int, rank: int) -> list[Span]:
+    """Each op's wait from being scheduled to its start (see the module's docstring).
+
+    TensorFlow stores an op's scheduled time in nanoseconds in the field named micros
+    (`scheduled_micros`), on a clock of its own: the offset to the wall clock is the smallest
+    (start - scheduled) of the device's ops, that of an op which started as soon as it was
+    scheduled, so every wait is measured from it (an underestimate by that op's hand-over).
+    """
+    timed = [node for node in nodes if node.scheduled_micros > 0]
+    if not timed:
+        return []
+    offset = min(_start_ns(node) - node.scheduled_micros for node in timed)
+    spans = []
+    for node in timed:
+        scheduled, start = node.scheduled_micros + offset, _start_ns(node)
+        if start - scheduled >= MIN_QUEUED_NS:
+            args = {
+                "step": step,
+                "source": "tensorflow step stats (scheduled)",
+                "op": node.node_name,
+            }
+            spans.append(
+                Span(
+                    rank,
+                    "executor queue",
+                    COMPUTE,
+                    "queued: ready, waiting for a thread",
+                    scheduled,
+                    start,
+                    args,
+                )
+            )
+    return spans
+
+
+def _start_ns(node) -> int:
+    return node.all_start_nanos or node.all_start_micros * 1000
 
 
 def _transfer(node, start: int, end: int, args: dict, num_ps: int, receiver: int) -> list[Span]:
