@@ -292,3 +292,19 @@ def test_a_bad_trace_file_is_one_line_and_exit_2(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "not a valid Trace Event Format file" in proc.stderr
+
+
+def test_ps_workers_ops_wait_for_a_thread_only_inside_their_steps(traced_any):
+    """The waits from an op's scheduling to its start are drawn on the worker whose executor ran
+    it, inside the traced step that ran it (their clock is TensorFlow's own, aligned by the
+    device's quickest hand-over: a wrong alignment puts them outside the step)."""
+    record, trace, _ = traced_any["ps"]
+    frames = spans_by_step(trace)
+    queued = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["name"].startswith("queued")]
+    assert queued, "three ranks on this machine's cores: some op waited for a thread"
+    workers = {r for r, role in enumerate(record["cluster"]["roles"]) if role != "ps"}
+    slack_us = 50.0
+    for event in queued:
+        assert event["pid"] in workers and event["cat"] == "compute"
+        start, end = frames[(event["pid"], event["args"]["step"])]["frame"]
+        assert start - slack_us <= event["ts"] and event["ts"] + event["dur"] <= end + slack_us
