@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from archbench.errors import StopError, UsageError
@@ -63,7 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so a reader gone early is caught below, not at exit
+        return status
+    except BrokenPipeError:
+        # the reader stopped reading (`| head`): no traceback; stdout to /dev/null, so the
+        # interpreter's last flush at exit has nowhere to fail
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
     except UsageError as exc:
         print(f"archbench {args.command}: error: {shown(str(exc))}", file=sys.stderr)
         return UsageError.exit_code
