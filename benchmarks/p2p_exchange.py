@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from archbench import mpitransport  # noqa: E402
 from archbench.p2p.exchange import SCHEDULES, ShardExchange  # noqa: E402
 from archbench.p2p.shards import ShardPlan  # noqa: E402
 
@@ -113,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verify", action="store_true", help="check both results and byte counts")
     parser.add_argument("--json", action="store_true", help="also print one JSON line (rank 0)")
     args = parser.parse_args(argv)
+    mpitransport.apply()  # Open MPI's transport as archbench's runs start it
 
     from mpi4py import MPI
 

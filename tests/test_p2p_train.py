@@ -7,10 +7,14 @@ which already runs p2p with W = 3.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import pytest
-from conftest import run_train
+from conftest import REPO, launch_env, run_train
+from record_files import read_records
 
+from archbench.mpitransport import FULL_DUPLEX_TCP_FLAGS
 from archbench.record import missing_keys
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
@@ -35,6 +39,11 @@ def test_p2p_one_epoch_reaches_accuracy_with_a_complete_record(tmp_path):
     assert record["cluster"]["launcher"] == "mpirun"
     assert record["cluster"]["roles"] == ["chief", "worker"]
     assert record["config"]["controller"] == "mpi"
+    # Open MPI's TCP transport as archbench starts it: both directions of a link at once
+    assert record["env"]["mpi_transport"] == {
+        "btl_tcp_flags": FULL_DUPLEX_TCP_FLAGS,
+        "set_by": "archbench",
+    }
     assert record["config"]["p2p_schedule"] == "staggered"
     assert record["comm"]["p2p_schedule"] == "staggered"
     digests = record["result"]["param_digest_per_rank"]
@@ -83,3 +92,17 @@ def test_p2p_under_horovodrun_gloo_fails_with_one_clear_line_and_no_record(tmp_p
     assert "--arch p2p" in errors[0] and "--gloo" in errors[0] and "mpirun" in errors[0]
     assert "exit with status code 2" in proc.stdout + proc.stderr
     assert records == [] and not out.exists()
+
+
+def test_transport_flags_the_launch_sets_are_kept_and_recorded(tmp_path):
+    """`mpirun --mca btl_tcp_flags ...` (here Open MPI's own default) wins over archbench's."""
+    out = tmp_path / "p2p.jsonl"
+    open_mpi_default = "send,put,inplace,need-ack,need-csum,hetero-rdma"
+    command = ["mpirun", "-np", "2", "--oversubscribe", "--mca", "btl_tcp_flags", open_mpi_default]
+    command += [sys.executable, "-m", "archbench.train", *SHORT_RUN, "--out", str(out)]
+    proc = subprocess.run(
+        command, cwd=REPO, env=launch_env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (record,) = read_records(out)
+    assert record["env"]["mpi_transport"] == {"btl_tcp_flags": open_mpi_default, "set_by": "launch"}

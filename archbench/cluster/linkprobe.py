@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 
+from archbench import mpitransport
 from archbench.cluster import threadcaps
 from archbench.cluster.dilation import factor
 
@@ -37,6 +38,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    mpitransport.apply()  # the transport the runs use, before MPI starts
     # deferred: importing mpi4py.MPI initialises MPI, after the arguments are read
     import numpy as np
     from mpi4py import MPI

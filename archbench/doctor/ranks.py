@@ -14,6 +14,7 @@ import json
 import socket
 import sys
 
+from archbench import mpitransport
 from archbench.errors import RunFailed
 from archbench.ps.cluster_spec import pick_free_port, reachable_address
 
@@ -33,6 +34,7 @@ def _listen() -> tuple[socket.socket | None, int | None, str | None]:
 
 
 def main() -> int:
+    mpitransport.apply()  # the transport the runs use, before MPI starts
     # deferred: importing mpi4py.MPI initialises MPI
     from mpi4py import MPI
 

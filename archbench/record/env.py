@@ -11,6 +11,7 @@ import sys
 import uuid
 
 import archbench
+from archbench import mpitransport
 from archbench.launch import usable_cores
 
 
@@ -86,6 +87,7 @@ def environment(gpus: list[str] | None = None) -> dict:
         "tensorflow": _package_version("tensorflow-cpu") or _package_version("tensorflow"),
         "horovod": _package_version("horovod"),
         "mpi": mpi_version(),
+        "mpi_transport": mpitransport.settings(),
         "mpi4py": _package_version("mpi4py"),
         "numpy": _package_version("numpy"),
         "cpu": cpu_model(),

@@ -191,6 +191,9 @@ _ENV = _keys(
     env.tensorflow str -
     env.horovod str -
     env.mpi str -
+    env.mpi_transport object - 3
+    env.mpi_transport.btl_tcp_flags str - 3
+    env.mpi_transport.set_by str - 3
     env.mpi4py str -
     env.numpy str -
     env.cpu str -

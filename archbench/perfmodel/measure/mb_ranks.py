@@ -25,6 +25,7 @@ from collections.abc import Callable
 from functools import partial
 from itertools import islice
 
+from archbench import mpitransport
 from archbench.cluster import threadcaps
 from archbench.cluster.dilation import factor
 from archbench.config import TrainConfig
@@ -459,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allreduce-algorithm", default="ring")
     parser.add_argument("--result-file", required=True)
     args = parser.parse_args(argv)
+    mpitransport.apply()  # the transport the runs it prices use, before MPI starts
     if args.bench == "compute":
         rows = bench_compute(
             args.models.split(","), args.batch_sizes, args.dataset, args.steps, 1, args.threads
