@@ -38,5 +38,11 @@ def apply() -> None:
 
 
 def settings() -> dict[str, str | None]:
-    """The record's `env.mpi_transport`: the flags in effect and who set them."""
-    return {"btl_tcp_flags": os.environ.get(TCP_FLAGS_ENV), "set_by": _set_by}
+    """The record's `env.mpi_transport`: the flags in effect and who set them; in a process that
+    starts no MPI itself (a sweep's or a microbenchmark's driver), those its ranks apply."""
+    if _set_by is not None:
+        return {"btl_tcp_flags": os.environ.get(TCP_FLAGS_ENV), "set_by": _set_by}
+    launched = os.environ.get(TCP_FLAGS_ENV)
+    if launched is not None:
+        return {"btl_tcp_flags": launched, "set_by": SET_BY_LAUNCH}
+    return {"btl_tcp_flags": FULL_DUPLEX_TCP_FLAGS, "set_by": SET_BY_ARCHBENCH}
