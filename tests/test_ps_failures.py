@@ -280,3 +280,35 @@ def test_a_listening_socket_that_closes_late_is_still_found_gone():
     finally:
         closer.cancel()
         listener.close()
+
+
+def test_a_refused_peer_has_exited_but_one_unanswered_look_is_not_enough():
+    import socket as sockets
+
+    from archbench.errors import RunFailed
+    from archbench.ps.cluster_spec import NO_ANSWER, REFUSED, Task, probe
+    from archbench.ps.lifecycle import _check_still_there
+
+    closed = sockets.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: the host refuses
+    gone = Task("worker", 1, 2, f"127.0.0.1:{port}")
+    # A listener whose queue of unaccepted connections is full drops the next one's first
+    # packet, as a congested link can: no answer, though the process is there.
+    busy = sockets.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(0)
+    queued = sockets.create_connection(busy.getsockname(), timeout=1)
+    silent = Task("worker", 2, 3, f"127.0.0.1:{busy.getsockname()[1]}")
+    assert probe(gone.address) == REFUSED and probe(silent.address, timeout=0.2) == NO_ANSWER
+    with pytest.raises(RunFailed, match=r"worker worker/1 .* exited while waiting"):
+        _check_still_there([gone], {}, "waiting", timeout_s=60)
+    silent_since: dict[int, float] = {}
+    _check_still_there([silent], silent_since, "waiting", timeout_s=60)  # a dropped SYN, maybe
+    assert list(silent_since) == [3]
+    silent_since[3] -= 61  # ... and silent ever since, for longer than --ps-timeout
+    with pytest.raises(RunFailed, match=r"worker worker/2 .* did not answer for --ps-timeout 60 s"):
+        _check_still_there([silent], silent_since, "waiting", timeout_s=60)
+    queued.close()
+    busy.close()

@@ -116,6 +116,23 @@ def is_listening(address: str, timeout: float = 1.0) -> bool:
         return False
 
 
+LISTENING, REFUSED, NO_ANSWER = "listening", "refused", "no answer"
+
+
+def probe(address: str, timeout: float = 1.0) -> str:
+    """`listening`; `refused` (the host answered that nothing listens there: the process is
+    gone); or `no answer` in time (a busy or shaped link can drop a connection's first packet,
+    and the retry comes a second later, so this alone does not say the process is gone)."""
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return LISTENING
+    except ConnectionRefusedError:
+        return REFUSED
+    except OSError:
+        return NO_ANSWER
+
+
 def unreachable(tasks: list[Task], timeout: float = 1.0) -> list[Task]:
     return [task for task in tasks if not is_listening(task.address, timeout)]
 

@@ -19,7 +19,14 @@ import threading
 import time
 
 from archbench.errors import RunFailed
-from archbench.ps.cluster_spec import ClusterLayout, Task, unreachable
+from archbench.ps.cluster_spec import (
+    NO_ANSWER,
+    REFUSED,
+    ClusterLayout,
+    Task,
+    probe,
+    unreachable,
+)
 
 SERVE_POLL_S = 0.25  # how soon a server notices the last worker is done
 LIVENESS_EVERY_S = 2.0  # how often a waiting task checks that its peers are still there
@@ -178,18 +185,41 @@ def take_when_there(
     """
     size, dequeue = queue_ops
     next_check = time.monotonic() + LIVENESS_EVERY_S
+    silent_since: dict[int, float] = {}  # rank -> when it first gave no answer in a row
     try:
         while session.run(size) == 0:
             if time.monotonic() >= next_check:
-                gone = unreachable(list(watch()), timeout=1.0)
-                if gone:
-                    names = "; ".join(task.describe() for task in gone)
-                    raise RunFailed(f"{names} exited while {doing}")
+                _check_still_there(list(watch()), silent_since, doing, timeout_s)
                 next_check = time.monotonic() + LIVENESS_EVERY_S
             time.sleep(poll_s)
         return session.run(dequeue)
     except tf.errors.OpError as exc:
         raise explain_failure(tf, exc, layout, doing, timeout_s) from None
+
+
+def _check_still_there(
+    tasks: list[Task], silent_since: dict[int, float], doing: str, timeout_s: float
+) -> None:
+    """Fails naming the tasks whose host refused the connection (the process is gone), or that
+    gave no answer at all for longer than --ps-timeout; one unanswered look is not enough."""
+    now = time.monotonic()
+    refused, silent = [], []
+    for task in tasks:
+        answer = probe(task.address, timeout=1.0)
+        if answer == NO_ANSWER:
+            silent_since.setdefault(task.rank, now)
+            if now - silent_since[task.rank] >= timeout_s:
+                silent.append(task)
+        else:
+            silent_since.pop(task.rank, None)
+            if answer == REFUSED:
+                refused.append(task)
+    if refused:
+        names = "; ".join(task.describe() for task in refused)
+        raise RunFailed(f"{names} exited while {doing}")
+    if silent:
+        names = "; ".join(task.describe() for task in silent)
+        raise RunFailed(f"{names} did not answer for --ps-timeout {timeout_s:g} s while {doing}")
 
 
 def serve_until_released(tf, session, queue_ops: tuple, layout: ClusterLayout, timeout_s: float):
