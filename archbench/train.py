@@ -227,7 +227,7 @@ def _configure_tensorflow(config: TrainConfig, place: ProcessPlace):
 
 def run(args: argparse.Namespace, watcher: StopSignalWatcher | None = None) -> int:
     """One run; `watcher`: the process's stop-signal watcher when it runs several (warm group)."""
-    mpitransport.apply()  # before MPI starts (`archbench train` reaches here, not main)
+    mpitransport.apply()  # before MPI starts: every run comes here (cold, warm group, CLI)
     place = detect_place()
     try:
         config = config_from_args(args)
@@ -535,7 +535,6 @@ def _block_stop_signals() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _block_stop_signals()
-    mpitransport.apply()  # before MPI starts in this process
     words = sys.argv[1:] if argv is None else argv
     if words[:1] == [warmgroup.RUNS_FILE_FLAG]:  # a warm group: several runs, one launch
         if len(words) != 2:

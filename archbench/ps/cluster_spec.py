@@ -106,16 +106,6 @@ def role_of_rank(rank: int, num_ps: int) -> str:
 # --------------------------------------------------------------------------- liveness
 
 
-def is_listening(address: str, timeout: float = 1.0) -> bool:
-    """True when something accepts TCP connections at host:port (a live server)."""
-    host, port = address.rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 LISTENING, REFUSED, NO_ANSWER = "listening", "refused", "no answer"
 
 
@@ -131,6 +121,11 @@ def probe(address: str, timeout: float = 1.0) -> str:
         return REFUSED
     except OSError:
         return NO_ANSWER
+
+
+def is_listening(address: str, timeout: float = 1.0) -> bool:
+    """True when something accepts TCP connections at host:port (a live server)."""
+    return probe(address, timeout) == LISTENING
 
 
 def unreachable(tasks: list[Task], timeout: float = 1.0) -> list[Task]:

@@ -129,11 +129,7 @@ class ProfilerCapture:
             for event in line.events:
                 if names.get(event.metadata_id) != STEP_MARK:
                     continue
-                step = next(
-                    (s.int64_value or s.uint64_value for s in event.stats
-                     if stat_names.get(s.metadata_id) == "step_num"),
-                    None,
-                )  # fmt: skip
+                step = _stats(event, stat_names).get("step_num")
                 if step not in self.marks:
                     continue
                 relative = line.timestamp_ns + event.offset_ps // 1000
