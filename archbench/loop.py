@@ -31,6 +31,8 @@ from itertools import islice
 import numpy as np
 
 from archbench.cluster import threadcaps
+from archbench.cluster.cpumeter import own_cpu_meter
+from archbench.cluster.dilation import factor as dilation_factor
 from archbench.config import TrainConfig
 from archbench.data import ArrayDataset, BatchPlan, SyntheticData, test_batches, train_batches
 from archbench.errors import Diverged, UsageError
@@ -56,6 +58,9 @@ class LoopResult:
     step_times: list[float] = field(default_factory=list)
     compute_times: list[float] = field(default_factory=list)
     compute_passes: list[int] = field(default_factory=list)  # passes per probe's compute phase
+    # per probe: the virtual cores the process's own threads used over its window's repeated
+    # passes (CPU seconds / virtual seconds; None without repeats): see archbench.cluster.cpumeter
+    compute_core_shares: list[float | None] = field(default_factory=list)
     compute_window_s: float = 0.0
     # the engine's call with no forward or backward in it (`Trainer.dispatch_pass`), timed in one
     # window at the first counted probe: what a compute pass costs besides the model's work
@@ -125,6 +130,20 @@ def steady_compute(
     `window_s` is covered (its first pass included). Extra passes change nothing: their results
     are dropped."""
     return repeated_pass(partial(trainer.compute_pass, x, y), first_pass_s, window_s)
+
+
+def metered_compute(
+    trainer: Trainer, x, y, first_pass_s: float, window_s: float, cpu_meter: Callable[[], float]
+) -> tuple[float, int, float | None]:
+    """`steady_compute`, and the virtual cores this process's own threads used over the repeated
+    passes (their CPU seconds over their virtual seconds; None when no pass was repeated or the
+    meter could not read)."""
+    cpu_before, started = cpu_meter(), time.perf_counter()
+    compute_s, passes = steady_compute(trainer, x, y, first_pass_s, window_s)
+    virtual_s = (time.perf_counter() - started) / dilation_factor()
+    cpu_s = cpu_meter() - cpu_before
+    share = cpu_s / virtual_s if passes > 1 and virtual_s > 0 and math.isfinite(cpu_s) else None
+    return compute_s, passes, share
 
 
 def repeated_pass(
@@ -238,6 +257,7 @@ def _train(
         )
 
     step = 0
+    cpu_meter: Callable[[], float] | None = None
     for epoch in range(epochs):
         steps_this_epoch = min(plan.steps_per_epoch, total_steps - step)
         batches = train_batches(data, plan, epoch, trainer.worker_index)
@@ -263,11 +283,14 @@ def _train(
                 if step >= config.warmup_steps:
                     # after the step's timing: the window is measurement, not training
                     window_started = time.perf_counter()
-                    compute_s, passes = steady_compute(
-                        trainer, x, y, compute_s, result.compute_window_s
+                    if cpu_meter is None:  # the caps are armed by now
+                        cpu_meter = own_cpu_meter()
+                    compute_s, passes, core_share = metered_compute(
+                        trainer, x, y, compute_s, result.compute_window_s, cpu_meter
                     )
                     result.probe_window_s += time.perf_counter() - window_started
                     result.compute_passes.append(passes)
+                    result.compute_core_shares.append(core_share)
                     result.compute_times.append(compute_s)
                     result.exchange_times.append(exchange_s)
                     result.probe_kinds.append(kind)

@@ -347,6 +347,10 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
         quantile(loop_result.compute_times, 0.5) if loop_result else None
     )
     dispatch_per_rank = trainer.allgather_object(loop_result.dispatch_s if loop_result else None)
+    metered = loop_result.compute_core_shares if loop_result else []
+    core_share_per_rank = trainer.allgather_object(
+        quantile([share for share in metered if share is not None], 0.5)
+    )
     extra = trainer.extra_record()
     timed_median = quantile(loop_result.step_times, 0.5) if loop_result else None
     traced = tracer.finish(trainer, cluster, timed_median) if tracer is not None else None
@@ -359,7 +363,13 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     global_batch = config.batch_size * num_workers
     steps = step_statistics(loop_result, global_batch, min(config.warmup_steps, loop_result.steps))
     timing = timing_section(
-        loop_result, steps, data.train_size, compute_per_rank, dispatch_per_rank, state.start_time
+        loop_result,
+        steps,
+        data.train_size,
+        compute_per_rank,
+        dispatch_per_rank,
+        core_share_per_rank,
+        state.start_time,
     )
     comm = {**trainer.comm_stats(loop_result.steps), **extra}
     if applies("sync_every", config.arch):
@@ -416,6 +426,7 @@ def timing_section(
     train_size: int,
     compute_per_rank: list,
     dispatch_per_rank: list,
+    core_share_per_rank: list,
     started: float,
 ) -> dict:
     """The record's `timing` of an ok run, in real seconds (archbench.record.keys declares each
@@ -433,6 +444,11 @@ def timing_section(
         # Each worker's engine call with nothing to compute (`Trainer.dispatch_pass`): the part
         # of its compute that is not the model's work; null for servers.
         "dispatch_s_per_rank": dispatch_per_rank,
+        # Each worker's virtual cores used while computing (its own threads' CPU seconds over the
+        # compute windows' virtual seconds, median over probes; archbench.cluster.cpumeter): with
+        # the compute median, what a pass cost in CPU and how much of its core it got. Not a
+        # duration: dilation leaves it as it is.
+        "compute_core_share_per_rank": core_share_per_rank,
         # before the first step: imports, data, model, connections (warm-up steps: warmup_s)
         "startup_s": loop_result.first_step_at - started if loop_result.first_step_at else None,
         "eval_s": loop_result.eval_s,

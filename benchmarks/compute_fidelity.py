@@ -6,7 +6,9 @@ each worker's compute median (forward + backward, `timing.compute_s_median_per_r
 at once (its companions), the worst ratio, whether the run's threads waited for a core
 (`fidelity.nodes[*].core_wait_share`), and the engine's own call per pass (`call ms`: the median
 of `timing.dispatch_s_per_rank`, the call timed with nothing to compute). The judgement is the report's own
-(`archbench.analysis.fidelity.drift_table`).
+(`archbench.analysis.fidelity.drift_table`). For the worst worker, its drift's two parts
+(`timing.compute_core_share_per_rank`): `cores`, the virtual cores it used while computing against
+the baseline's, and `cpu`, the CPU one pass cost over the baseline's (drift = cpu / (cores ratio)).
 
 Usage: python benchmarks/compute_fidelity.py [--study runs/fidelity.yaml] [--no-run]
 """
@@ -31,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     table = drift_table(ok).set_index("run_id")
     busy = set(oversubscribed(ok)["run_id"])
     print(
-        f"{'workload':<8} {'arch':<6} {'W':>2} {'baseline ms':>11} {'load':>5} {'call ms':>7}  "
-        "worker compute ÷ baseline (virtual time)"
+        f"{'workload':<8} {'arch':<6} {'W':>2} {'baseline ms':>11} {'load':>5} {'call ms':>7} "
+        f"{'cores':>11} {'cpu':>5}  worker compute ÷ baseline (virtual time)"
     )
     judged = within = 0
     for _, run in ok.sort_values(["workload", "arch", "workers"]).iterrows():
@@ -48,9 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         load = "same" if row["baseline_same_load"] else "other"
         calls = [value for value in run.get("dispatch_s_per_worker", []) if not math.isnan(value)]
         call = f"{1000 * statistics.median(calls):7.3f}" if calls else f"{'-':>7}"
+        cores = f"{row['core_share']:.2f}/{row['baseline_core_share']:.2f}"
         print(
             f"{run['workload']:<8} {run['arch']:<6} {int(run['workers']):>2} "
-            f"{1000 * row['baseline_compute_s']:>11.3f} {load:>5} {call}  "
+            f"{1000 * row['baseline_compute_s']:>11.3f} {load:>5} {call} "
+            f"{cores:>11} {row['cpu_ratio']:>5.2f}  "
             + " ".join(f"{ratio:.2f}" for ratio in ratios)
             + flags
         )

@@ -12,7 +12,13 @@ import pytest
 from cluster_fixture import EmulatedCluster, emulated_cluster, run_launcher
 from record_files import read_records, write_records
 
-from archbench.analysis.fidelity import DRIFT_LIMIT, drift_table, fidelity_notes, oversubscribed
+from archbench.analysis.fidelity import (
+    DRIFT_LIMIT,
+    drift_causes,
+    drift_table,
+    fidelity_notes,
+    oversubscribed,
+)
 from archbench.analysis.load import load_study
 
 __all__ = ["emulated_cluster"]  # the session fixture
@@ -84,6 +90,8 @@ def _check_virtual_time(record: dict) -> None:
         real["epochs"][-1]["train_s"] / dilation
     )
     assert virtual["timed_steps"] == real["timed_steps"]
+    # virtual cores used while computing: a ratio of CPU to virtual time, not a duration
+    assert virtual["compute_core_share_per_rank"] == real["compute_core_share_per_rank"]
     assert record["fidelity"]["window_s"] == pytest.approx(
         record["fidelity"]["window_real_s"] / dilation
     )
@@ -157,6 +165,13 @@ def test_fidelity_check_flags_an_oversubscribed_run_and_tells_it_from_a_faithful
     assert drift["oversubscribed"] > max(drift["faithful"], drift["baseline"]), table
     # The machine's side of the check: the crowded run's threads waited for a core.
     assert "oversubscribed" in set(oversubscribed(study.ok)["run_id"])
+    # And the part of its drift that says so: its worst worker got less of its virtual core
+    # than the baseline while computing (two thirds of it, as above). A process's threads are
+    # capped at one virtual core together, so no rank metered more than one.
+    assert "cores" in [part for part, _ in drift_causes(table.loc["oversubscribed"])], table
+    for record in records.values():
+        shares = record["timing"]["compute_core_share_per_rank"]
+        assert all(0 < share <= 1.05 for share in shares), (record["run_id"], shares)
     (note,) = [line for line in fidelity_notes(study.ok) if line.startswith("Fidelity")]
     assert "`oversubscribed`" in note
     assert note.index("`oversubscribed`") < min(

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 from record_files import built_record
 
-from archbench.analysis.fidelity import CORE_WAIT_LIMIT, DRIFT_LIMIT, drift_table, fidelity_notes
+from archbench.analysis.fidelity import (
+    CORE_WAIT_LIMIT,
+    DRIFT_LIMIT,
+    drift_causes,
+    drift_table,
+    fidelity_notes,
+)
 from archbench.analysis.load import load_study
 from archbench.bandwidth import Bandwidth
 from archbench.cluster import dilation
@@ -163,6 +169,7 @@ def _record(run_id: str, arch: str, workers: int, compute_s: list[float], **more
             "compute_s_median": compute_s[0],
             "compute_s_median_per_rank": compute_s,
             "dispatch_s_per_rank": more.get("dispatch", [None] * len(compute_s)),
+            "compute_core_share_per_rank": more.get("shares", [None] * len(compute_s)),
         },  # fmt: skip
         fidelity={
             "emulated": True,
@@ -254,3 +261,28 @@ def test_the_fidelity_note_gives_each_engines_own_call_beside_the_drift(tmp_path
     assert "`ps2`" in note and "`ring2`" not in note
     assert "single 0.20 ms, ring 0.25 ms, ps 1.55 ms." in note
     assert "p2p" not in note.split("nothing to compute")[1]
+
+
+def test_a_drift_is_named_by_its_part_less_of_a_core_or_costlier_work(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    for record in (
+        _record("base", "single", 1, [0.0010, 0.0010], companions=1, shares=[0.98, 0.97]),
+        # 1.3x the baseline's time at the same share of a core: each pass cost 1.3x the CPU
+        _record("costly", "ring", 2, [0.0013, 0.0010], shares=[0.98, 0.98]),
+        # 1.4x the time on 0.70 of a core: the same CPU per pass, a core not got
+        _record("starved", "p2p", 2, [0.0014, 0.0010], shares=[0.70, 0.98]),
+        _record("unmetered", "ps", 2, [0.0015, 0.0015]),  # written before CPU was metered
+    ):
+        append_record(str(results), record)
+    study = load_study(results)
+    table = drift_table(study.ok).set_index("run_id")
+    assert table.loc["costly", "cpu_ratio"] == pytest.approx(1.3)
+    assert table.loc["starved", "cpu_ratio"] == pytest.approx(0.0014 * 0.70 / 0.00098)
+    assert [part for part, _ in drift_causes(table.loc["costly"])] == ["cost"]
+    assert [part for part, _ in drift_causes(table.loc["starved"])] == ["cores"]
+    assert drift_causes(table.loc["unmetered"]) == []
+    (note,) = [n for n in fidelity_notes(study.ok) if n.startswith("Fidelity")]
+    assert "`costly` (mlp, arch=ring: 1.30× the baseline's 1.00 ms: each pass cost 1.30×" in note
+    assert "0.70 virtual cores against the baseline's 0.98" in note
+    assert "Of the 2 whose CPU was metered, 1 had a worker get a different share" in note
+    assert "and 1 a worker whose pass cost a different amount of CPU" in note

@@ -82,7 +82,7 @@ def fresh_record(monkeypatch, dilation: float = 2.0) -> dict:
     loop = _loop()
     steps = step_statistics(loop, global_batch=64, warmup_steps=5)
     timing = train.timing_section(loop, steps, 60000, [None, 0.008, 0.009], [None, 4e-4, 5e-4],
-                                  started)  # fmt: skip
+                                  [None, 0.98, 0.97], started)  # fmt: skip
     config = TrainConfig(arch="ps", model="mlp", dataset="fashion_mnist", batch_size=32,
                          steps=20, num_ps=1).as_record(3, 2)  # fmt: skip
     config.update(controller="grpc", steps_run=20, dataset_source="/data/fashion-mnist")

@@ -331,11 +331,19 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
     dispatch = flat.get("timing.dispatch_s_per_rank")
     if not isinstance(per_rank, list):
         per_rank = []
+    shares = flat.get("timing.compute_core_share_per_rank")
     if not isinstance(dispatch, list) or len(dispatch) != len(per_rank):
         dispatch = [None] * len(per_rank)  # older records: no dispatch timed
-    workers = [(value, call) for value, call in zip(per_rank, dispatch) if value is not None]
-    row["compute_s_per_worker"] = [_number(value) for value, _ in workers]
-    row["dispatch_s_per_worker"] = [_number(call) for _, call in workers]
+    if not isinstance(shares, list) or len(shares) != len(per_rank):
+        shares = [None] * len(per_rank)  # older records: no CPU metered
+    workers = [
+        (value, call, share)
+        for value, call, share in zip(per_rank, dispatch, shares)
+        if value is not None
+    ]
+    row["compute_s_per_worker"] = [_number(value) for value, _, _ in workers]
+    row["dispatch_s_per_worker"] = [_number(call) for _, call, _ in workers]
+    row["core_share_per_worker"] = [_number(share) for _, _, share in workers]
     row["emulated"] = bool(flat.get("fidelity.emulated"))
     row["core_wait_share"] = _worst_node(flat.get("fidelity.nodes"), "core_wait_share")
     # Nodes computing at once: a W-worker run's workers, a baseline's own and its companions'.

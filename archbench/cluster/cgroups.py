@@ -302,16 +302,23 @@ def process_group_dir(hierarchy: Hierarchy | None = None) -> Path | None:
     return hierarchy.cpu_root / path.lstrip("/")
 
 
+def thread_group_dir(hierarchy: Hierarchy | None = None) -> Path | None:
+    """The cpu cgroup directory the calling thread lives in (on a dilated node, once its caps
+    are armed, a group of its own)."""
+    hierarchy = hierarchy or detect()
+    if hierarchy is None:
+        return None
+    path = _own_group("cpu" if hierarchy.version == "v1" else "", "/proc/thread-self/cgroup")
+    return None if path is None else hierarchy.cpu_root / path.lstrip("/")
+
+
 def thread_budgets(hierarchy: Hierarchy | None = None) -> list[Path]:
     """The groups whose quota can stop the calling thread: its own group and each ancestor with
     a quota (on a dilated node: the thread's, its process's and its node's)."""
     hierarchy = hierarchy or detect()
-    if hierarchy is None:
+    current = thread_group_dir(hierarchy) if hierarchy is not None else None
+    if hierarchy is None or current is None:
         return []
-    path = _own_group("cpu" if hierarchy.version == "v1" else "", "/proc/thread-self/cgroup")
-    if path is None:
-        return []
-    current = hierarchy.cpu_root / path.lstrip("/")
     budgets = []
     while True:
         if _quota_of(current, hierarchy.version) is not None:

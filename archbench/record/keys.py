@@ -241,6 +241,7 @@ _TIMING = (
         timing.epoch_s float s 2
         timing.compute_s_median_per_rank list s 2
         timing.dispatch_s_per_rank list s 3
+        timing.compute_core_share_per_rank list - 3
         timing.startup_s float s 2
         timing.eval_s float s 2
         timing.epochs list -
