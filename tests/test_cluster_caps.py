@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from cluster_fixture import PROJECT_ROOT, run_cluster_command
 
-from archbench.cluster import cgroups
+from archbench.cluster import cgroups, idlestates
 from archbench.cluster.budgetcheck import remote_loop
 from archbench.cluster.preflight import cluster_unavailable_reason
 from archbench.cluster.state import load_state
@@ -61,6 +61,7 @@ def _own_cluster(name: str, prefix: str, *args: str) -> Iterator[subprocess.Comp
 
 def test_caps_hold_every_thread_and_are_removed_by_down() -> None:
     name, prefix = "capstest", "cc"
+    idle_before = _idle_switches()
     with _own_cluster(
         name, prefix, "--nodes", "2", "--dilation", "4", "--vcpus-per-node", "2",
         "--cfs-period-ms", "20",
@@ -111,6 +112,11 @@ def test_caps_hold_every_thread_and_are_removed_by_down() -> None:
         assert all(group.parent.parent == cgroups.threads_dir(hierarchy, name, "cc1")
                    for group in groups.values())  # fmt: skip
 
+        # The machine's idle cores poll instead of halting between the nodes' bursts.
+        if idle_before is not None:
+            assert idlestates.poll_us() == idlestates.POLL_NS // 1000
+            assert "idle cores poll 50 ms before halting" in up.stdout
+
         status = run_cluster_command("status", "--name", name)
         assert "dilation 4" in status.stdout and "2 virtual cores per node" in status.stdout
         assert "1 virtual core per process" in status.stdout
@@ -122,6 +128,15 @@ def test_caps_hold_every_thread_and_are_removed_by_down() -> None:
         assert yields.returncode == 0, yields.stderr
         assert float(yields.stdout) >= 200 * 4 * 100e-6
     assert _groups_of(name) == []
+    # as they were before `up` (still off while another dilated cluster, the session's, is up)
+    assert _idle_switches() == idle_before
+
+
+def _idle_switches() -> dict[str, str] | None:
+    """The haltpoll driver's parameters (None: the machine has none)."""
+    if idlestates.poll_us() is None:
+        return None
+    return {path.name: path.read_text() for path in sorted(idlestates.PARAMETERS.iterdir())}
 
 
 def test_idle_nap_0_leaves_waits_spinning() -> None:
@@ -146,6 +161,7 @@ def test_dilation_off_leaves_nodes_uncapped() -> None:
 
 def test_a_killed_up_leaves_no_group_after_down() -> None:
     name, prefix = "capskill", "ck"
+    idle_before = _idle_switches()
     command = [
         sys.executable, "-m", "archbench.cli", "cluster", "up", "--name", name,
         "--prefix", prefix, "--nodes", "3", "--dilation", "8",
@@ -163,6 +179,9 @@ def test_a_killed_up_leaves_no_group_after_down() -> None:
     assert down.returncode == 0, down.stderr
     assert _groups_of(name) == []
     assert not any(line.startswith(prefix) for line in _netns())
+    # the idle states a killed `up` switched off are back as they were (or held by another
+    # dilated cluster, whose own `down` puts them back)
+    assert _idle_switches() == idle_before
 
 
 def _netns() -> list[str]:

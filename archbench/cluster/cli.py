@@ -280,6 +280,8 @@ def describe(state: ClusterState) -> str:
         caps = f"{dilation.describe()} (cgroup {state.cgroup})"
         links = f"links {state.bandwidth} each way in virtual time (tc {state.link_rate})"
     waits = f"idle waits nap {state.idle_nap_us} us" if state.idle_nap_us else "idle waits spin"
+    if state.idle_poll_ns:
+        waits += f", idle cores poll {state.idle_poll_ns / 1e6:g} ms before halting"
     lines = [
         f"{state.name}: {condition}, {len(state.nodes)} nodes, {links}, {caps}, {waits}, "
         f"subnet {state.subnet} on bridge {state.bridge} (host {state.bridge_address})"

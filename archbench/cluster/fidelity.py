@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archbench.cluster import cgroups, idlewait
+from archbench.cluster import cgroups, idlestates, idlewait
 from archbench.cluster.dilation import Dilation
 from archbench.cluster.state import ClusterState, cluster_of
 
@@ -215,6 +215,9 @@ class FidelityProbe:
             "cfs_period_us": state.cfs_period_us,
             "cgroup": state.cgroup,
             "idle_wait": idlewait.current(),
+            # how long the machine's idle cores polled before halting, between the nodes'
+            # bursts (archbench.cluster.idlestates; null: no haltpoll on this machine)
+            "idle_halt_poll_us": idlestates.poll_us(),
             "link": state.bandwidth.text,
             "link_rate": state.link_rate.text,
             "window_s": window_s / factor,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archbench.bandwidth import Bandwidth
-from archbench.cluster import blocks, cgroups, hostfiles, network, nodelib, slurm, sshd
+from archbench.cluster import blocks, cgroups, hostfiles, idlestates, network, nodelib, slurm, sshd
 from archbench.cluster.idlewait import LIBRARY_NAME
 from archbench.cluster.spec import ClusterSpec
 from archbench.cluster.state import (
@@ -225,6 +225,9 @@ def _build(state: ClusterState) -> None:
         blocks.remember_created(sshd.PRIVSEP_DIR)
     dilation = state.dilation_spec
     hierarchy = cgroups.detect() if dilation is not None else None
+    if dilation is not None:  # bursts of 1/D of a period: no halted core between them
+        state.idle_poll_ns = idlestates.hold()
+        save_state(state)
     state.node_library = str(nodelib.build_library(directory))
     save_state(state)
     node_env = _node_environment(state, Path(state.node_library), hierarchy)
@@ -329,6 +332,8 @@ def _tear_down(state: ClusterState) -> None:
     _wait_until_gone([node.sshd_pid for node in state.nodes if node.sshd_pid])
     # Always tried: a killed `up` may have made the groups before it saved them in the state.
     attempt(lambda: cgroups.remove_cluster_groups(cgroups.detect(), state.name))
+    if not _other_dilated(state.name):  # also after a killed `up` that held them unsaved
+        attempt(idlestates.release)
     attempt(lambda: network.delete_link(state.bridge))
     key = _cluster_block(state.name)
     attempt(lambda: blocks.remove_block(Path(state.hosts_file), key))
@@ -343,6 +348,11 @@ def _tear_down(state: ClusterState) -> None:
     shutil.rmtree(state.directory, ignore_errors=True)
 
 
+def _other_dilated(name: str) -> bool:
+    """Whether a dilated cluster other than `name` is up (it still needs the idle states off)."""
+    return any(other.name != name and other.dilation is not None for other in list_states())
+
+
 def tear_down(name: str) -> ClusterState | None:
     """Remove everything the cluster made; returns its state (None when it was not up).
     Safe to run twice."""
@@ -354,6 +364,8 @@ def tear_down(name: str) -> ClusterState | None:
                 slurm.stop(cluster_dir(name))
             with contextlib.suppress(RunFailed, OSError):
                 cgroups.remove_cluster_groups(cgroups.detect(), name)
+            if not _other_dilated(name):
+                idlestates.release()
             return None
         _tear_down(state)
         return state

@@ -72,6 +72,9 @@ class ClusterState:
     host_netns: int | None = None  # inode of the host's network namespace (link counters)
     idle_nap_us: int = 0  # how long an idle wait on a node sleeps (0: it spins)
     node_library: str | None = None  # preloaded into the nodes' processes (naps, thread caps)
+    # how long the machine's idle cores poll before halting while this cluster is up (ns; None:
+    # left as they were, archbench.cluster.idlestates)
+    idle_poll_ns: int | None = None
     # Slurm on the nodes (`up --slurm`): None without; its configuration, controller, partition
     # and daemon pids once started (an empty dict while `up` runs)
     slurm: dict | None = None

@@ -474,6 +474,7 @@ _FIDELITY = (
         fidelity.cfs_period_us int us
         fidelity.cgroup str -
         fidelity.idle_wait any -
+        fidelity.idle_halt_poll_us int us 3
         fidelity.link str bit/s
         fidelity.link_rate any -
         fidelity.window_s float s

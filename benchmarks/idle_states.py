@@ -1,0 +1,135 @@
+"""What a capped process's compute costs in CPU with the machine's idle cores halting, and polling.
+
+A time-dilated node computes in bursts of 1/D of each CFS period; between them its core is idle.
+This starts one process at a time in a CPU cgroup capped at 1/D of a core (period 12.5 ms, D from
+--dilation), times a model's forward + backward pass (TensorFlow, one thread each for intra- and
+inter-op work, as archbench's ranks run) over a few windows, and prints the CPU seconds one pass
+cost (the process's CPU time over the passes) and its wall time. Runs alternate between the
+machine's idle cores as it has them and polling before they halt as a dilated cluster sets them
+(archbench.cluster.idlestates), --pairs times, after an uncapped run for reference; the medians
+and ranges say how much halting between bursts changes what the same work costs.
+
+Needs root, cgroup v1's cpu controller or v2, and the haltpoll cpuidle driver (a virtual
+machine's); refuses to run while a dilated cluster is up. Usage:
+python benchmarks/idle_states.py [--model mlp] [--pairs 4] [--dilation 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from archbench.cluster import cgroups, idlestates
+
+PERIOD_US = 12_500
+PASS_CODE = r"""
+import json, os, sys, time
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(1)
+tf.config.threading.set_inter_op_parallelism_threads(1)
+from archbench.models import build_model
+model = build_model(sys.argv[1], (28, 28, 1), 10, seed=1)
+x = tf.constant(np.random.default_rng(1).random((32, 28, 28, 1), dtype=np.float32))
+y = tf.constant(np.arange(32) % 10)
+loss_of = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+@tf.function
+def one_pass(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_of(y, model(x, training=True))
+    return loss, tape.gradient(loss, model.trainable_variables)
+for _ in range(20):
+    float(one_pass(x, y)[0])
+group = sys.argv[3]
+if group:  # capped from here on: start-up ran at full speed
+    with open(group, "w") as tasks:
+        tasks.write(str(os.getpid()))
+    for task in os.listdir("/proc/self/task"):
+        with open(group, "w") as tasks:
+            tasks.write(task)
+cpu, wall = [], []
+for window in range(8):
+    started, cpu_started, passes = time.perf_counter(), time.process_time(), 0
+    while time.perf_counter() - started < float(sys.argv[2]):
+        float(one_pass(x, y)[0])
+        passes += 1
+    if window:  # the first window settles the cap's periods
+        cpu.append((time.process_time() - cpu_started) / passes)
+        wall.append((time.perf_counter() - started) / passes)
+print(json.dumps({"cpu_s": sorted(cpu)[len(cpu) // 2], "wall_s": sorted(wall)[len(wall) // 2]}))
+"""
+
+
+def _group(dilation: float) -> tuple[Path, str]:
+    """A temporary group capped at 1/D of a core: (its directory, the file a thread joins by)."""
+    hierarchy = cgroups.detect()
+    if hierarchy is None:
+        raise SystemExit("idle_states: no cgroup cpu controller on this machine")
+    directory = Path(tempfile.mkdtemp(prefix="archbench-idle-", dir=hierarchy.cpu_root))
+    quota = int(PERIOD_US / dilation)
+    if hierarchy.version == "v1":
+        (directory / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (directory / "cpu.cfs_quota_us").write_text(str(quota))
+        return directory, str(directory / "tasks")
+    (directory / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+    return directory, str(directory / "cgroup.procs")
+
+
+def _measure(model: str, window_s: float, tasks_file: str) -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", PASS_CODE, model, str(window_s), tasks_file],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="mlp")
+    parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument("--dilation", type=float, default=5.0)
+    args = parser.parse_args(argv)
+    if idlestates.SAVED.exists():
+        print("idle_states: a dilated cluster holds the idle cores polling; bring it down first")
+        return 2
+    if idlestates.poll_us() is None:
+        print("idle_states: this machine has no haltpoll driver to set")
+        return 2
+    as_found = f"halting after {idlestates.poll_us()} us of polling"
+    window_s = 10 * PERIOD_US / 1e6  # ten periods, as a probe's compute window
+    uncapped = _measure(args.model, window_s / args.dilation, "")
+    directory, tasks_file = _group(args.dilation)
+    halting, polling = f"idle cores as found ({as_found})", "idle cores polling"
+    runs: dict[str, list[dict]] = {halting: [], polling: []}
+    try:
+        for _ in range(args.pairs):
+            for label, held in ((halting, False), (polling, True)):
+                if held:
+                    idlestates.hold()
+                try:
+                    runs[label].append(_measure(args.model, window_s, tasks_file))
+                finally:
+                    idlestates.release()
+    finally:
+        directory.rmdir()
+    print(f"{args.model}, batch 32; cap 1/{args.dilation:g} of a core")
+    print(f"uncapped: {1000 * uncapped['cpu_s']:.3f} ms CPU a pass")
+    for label, measured in runs.items():
+        cpu = [1000 * run["cpu_s"] for run in measured]
+        wall = [1000 * run["wall_s"] / args.dilation for run in measured]
+        print(
+            f"{label}: CPU a pass median {statistics.median(cpu):.3f} ms "
+            f"(range {min(cpu):.3f}-{max(cpu):.3f}, {statistics.median(cpu) / (1000 * uncapped['cpu_s']):.2f}x uncapped); "
+            f"wall / D median {statistics.median(wall):.3f} ms"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

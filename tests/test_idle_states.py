@@ -1,0 +1,50 @@
+"""Idle cores poll, not halt, while a dilated cluster is up (archbench.cluster.idlestates): on a
+copy of the haltpoll driver's parameters, what `hold` saves and sets and `release` puts back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from archbench.cluster import idlestates
+
+AS_BOOTED = {
+    "guest_halt_poll_ns": "0",
+    "guest_halt_poll_grow_start": "50000",
+    "guest_halt_poll_allow_shrink": "Y",
+    "guest_halt_poll_grow": "2",  # not one hold touches
+}
+
+
+def _parameters(root: Path) -> Path:
+    root.mkdir(parents=True)
+    for name, value in AS_BOOTED.items():
+        (root / name).write_text(value + "\n")
+    return root
+
+
+def _values(root: Path) -> dict[str, str]:
+    return {path.name: path.read_text().strip() for path in sorted(root.iterdir())}
+
+
+def test_hold_lets_idle_cores_poll_and_release_puts_back_what_was(tmp_path: Path) -> None:
+    parameters, saved = _parameters(tmp_path / "parameters"), tmp_path / "run" / "idle.json"
+    assert idlestates.poll_us(parameters) == 0
+    assert idlestates.hold(parameters, saved) == idlestates.POLL_NS
+    held = _values(parameters)
+    assert held["guest_halt_poll_ns"] == held["guest_halt_poll_grow_start"] == "50000000"
+    assert held["guest_halt_poll_allow_shrink"] == "N" and held["guest_halt_poll_grow"] == "2"
+    assert idlestates.poll_us(parameters) == 50_000
+    # a second cluster's hold keeps the first one's record of how the machine was
+    assert idlestates.hold(parameters, saved) == idlestates.POLL_NS
+    assert json.loads(saved.read_text())["guest_halt_poll_ns"] == "0"
+    idlestates.release(saved)
+    assert _values(parameters) == AS_BOOTED and not saved.exists()
+    idlestates.release(saved)  # safe to repeat
+    assert _values(parameters) == AS_BOOTED
+
+
+def test_a_machine_without_haltpoll_is_left_as_it_is(tmp_path: Path) -> None:
+    parameters, saved = tmp_path / "none", tmp_path / "idle.json"
+    assert idlestates.hold(parameters, saved) is None and not saved.exists()
+    assert idlestates.poll_us(parameters) is None
