@@ -285,4 +285,4 @@ def test_a_drift_is_named_by_its_part_less_of_a_core_or_costlier_work(tmp_path: 
     assert "`costly` (mlp, arch=ring: 1.30× the baseline's 1.00 ms: each pass cost 1.30×" in note
     assert "0.70 virtual cores against the baseline's 0.98" in note
     assert "Of the 2 whose CPU was metered, 1 had a worker get a different share" in note
-    assert "and 1 a worker whose pass cost a different amount of CPU" in note
+    assert ", 1 a worker whose pass took a different amount of its process's CPU" in note

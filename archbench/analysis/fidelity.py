@@ -23,11 +23,13 @@ with W - 1 companions where the study has one (the `single` runs of any load oth
 note says so).
 
 Each worker's drift has two parts (`timing.compute_core_share_per_rank`, archbench.cluster.cpumeter):
-the virtual cores its process got while computing, and the CPU one pass cost. The note names for
-each drifted run which part moved: the first is the emulation's fault; the second is not the caps'
-doing (measured here: the same TensorFlow pass cost 0.25-0.69 ms of CPU in capped processes
-started minutes apart, against 0.26 ms uncapped, while a plain matrix product cost within 7% of
-its uncapped CPU), so it is named as such rather than hidden.
+the virtual cores its process's own threads got while computing, and the CPU one pass took of
+them. The note names for each drifted run which part moved. The first is the emulation's fault.
+The second has several causes, which the note lists: the machine's own speed when each run ran
+(measured here: the same TensorFlow pass cost 0.25-0.69 ms of CPU in capped processes started
+minutes apart, against 0.26 ms uncapped, while a plain matrix product cost within 7% of its
+uncapped CPU), caches shared with nodes computing at once, the engine's own call, and other
+threads of the process working during the pass (a parameter server's gRPC pollers).
 
 On a time-dilated cluster each record also says whether its nodes got what the dilation promised:
 a thread that was runnable, not held back by a cap and still not running waited for one of the
@@ -296,25 +298,33 @@ def fidelity_notes(ok: pd.DataFrame) -> list[str]:
 
 
 def _cause_words(drifted: pd.DataFrame) -> str:
-    """How many drifted runs each cause explains: a worker that got less (or more) of its
-    virtual core than the baseline is the emulation's fault (shared cores, or the run's own
-    threads in its budget); a pass that cost more CPU is not the caps' doing."""
-    causes = [drift_causes(row) for _, row in drifted.iterrows()]
-    metered = sum(1 for found in causes if found)
-    if not metered:
+    """How many drifted runs each part explains: a worker that got less (or more) of a core
+    than the baseline while computing is the emulation's fault (shared cores, or threads in its
+    budget); a pass that took more (or less) of its process's CPU has several causes, named."""
+    metered = drifted[drifted["cpu_ratio"].notna()] if "cpu_ratio" in drifted else drifted[:0]
+    if metered.empty:
         return (
             " Their records metered no CPU (`timing.compute_core_share_per_rank`), so the note "
             "cannot say whether a node lacked its virtual core or the work cost more."
         )
-    cores = sum(1 for found in causes if any(part == CORES for part, _ in found))
-    cost = sum(1 for found in causes if any(part == COST for part, _ in found))
+    causes = [{part for part, _ in drift_causes(row)} for _, row in metered.iterrows()]
+    cores = sum(CORES in found for found in causes)
+    cost = sum(COST in found for found in causes)
+    neither = sum(not found for found in causes)
+    both_small = (
+        f", and {neither} moved less than {DRIFT_LIMIT:.0%} in each part but more in the two "
+        "together"
+        if neither
+        else ""
+    )
     return (
-        f" Of the {metered} whose CPU was metered, {cores} had a worker get a different share of "
-        "a core than the baseline while computing (the node did not compute like a separate "
-        "host: cores shared with other nodes, or the run's own threads in its budget), and "
-        f"{cost} a worker whose pass cost a different amount of CPU than the baseline's (not "
-        "the caps' doing: the machine's speed when each ran, caches shared with nodes "
-        "computing at once, or the engine's own call)."
+        f" Of the {len(metered)} whose CPU was metered, {cores} had a worker get a different "
+        "share of a core than the baseline while computing (the node did not compute like a "
+        "separate host: cores shared with other nodes, or the run's own threads in its budget), "
+        f"{cost} a worker whose pass took a different amount of its process's CPU than the "
+        "baseline's (the machine's speed when each ran, caches shared with nodes computing at "
+        "once, the engine's own call, or other threads of the process working during the pass: "
+        f"a parameter server's gRPC pollers share their process's core){both_small}."
     )
 
 

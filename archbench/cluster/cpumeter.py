@@ -3,27 +3,46 @@ took.
 
 A compute pass's time on a dilated node is its CPU cost times how much of its virtual core the
 process got. The two fail differently: a node whose threads do not get their virtual core
-(background threads in its budget, cores shared with other nodes) is an emulation fault; a pass
-whose work costs more CPU than the same pass did elsewhere (the machine slower at the time, caches
-shared with nodes computing at once, a costlier engine call) is not the caps' doing. Timing the
-window's CPU beside its wall time tells them apart (`timing.compute_core_share_per_rank`).
+(cores shared with other nodes, other threads in the process's budget) is an emulation fault; a
+pass whose work costs more CPU than the same pass did elsewhere (the machine slower at the time,
+caches shared with nodes computing at once, a costlier engine call) is not the caps' doing.
+Timing the window's CPU beside its wall time tells them apart
+(`timing.compute_core_share_per_rank`).
 
-On a dilated node with armed caps the meter reads the process's own group (`vcpu/p<pid>`, which
-holds its foreground threads; a communication library's background threads sit apart, in
-`vcpu/b<pid>`): kernel accounting of exactly the threads whose budget the compute spends.
-Elsewhere it is the process's CPU time (every thread of it).
+The process's own threads are its foreground ones: on a dilated node a communication library's
+background threads (Horovod's loop, Open MPI's progress thread) run on virtual cores of their own
+(`vcpu/b<pid>`), outside the process's budget, as on a host they would run on another core. So
+the meter is the process's CPU time less its background threads' (each thread's time on a CPU,
+/proc/self/task/<tid>/schedstat). Where the process's own group counts its usage (cgroup v2, or
+v1 with cpu and cpuacct mounted together) the meter reads that group instead: kernel accounting
+of exactly the threads whose budget the compute spends. Off a dilated node there are no
+background threads, and the meter is the process's CPU time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
 from collections.abc import Callable
 
-from archbench.cluster import cgroups
+from archbench.cluster import cgroups, threadcaps
 
 _FOREGROUND_THREAD = re.compile(r"/vcpu/p\d+/t\d+$")
+
+
+def _thread_cpu_s(tid: int) -> float:
+    """Seconds the thread has run on a CPU (0 once it is gone)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(open(f"/proc/self/task/{tid}/schedstat").read().split()[0]) / 1e9
+    return 0.0
+
+
+def foreground_cpu_s() -> float:
+    """The process's CPU seconds less those of its background threads (see the module)."""
+    background = sum(_thread_cpu_s(tid) for tid in threadcaps.background_thread_ids())
+    return time.process_time() - background
 
 
 def own_cpu_meter() -> Callable[[], float]:
@@ -40,6 +59,6 @@ def own_cpu_meter() -> Callable[[], float]:
             usage = stats.get("usage_s") if stats else None
             return float(usage) if usage is not None else math.nan
 
-        if (cgroups.read_stats(process_group, hierarchy) or {}).get("usage_s") is not None:
+        if not math.isnan(group_usage()):
             return group_usage
-    return time.process_time
+    return foreground_cpu_s

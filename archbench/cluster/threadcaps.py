@@ -102,6 +102,12 @@ def placement() -> dict[int, str]:
     return groups
 
 
+def background_thread_ids(groups: dict[int, str] | None = None) -> list[int]:
+    """This process's threads placed as background threads (`.../vcpu/b<pid>/t<tid>`)."""
+    groups = placement() if groups is None else groups
+    return [tid for tid, group in groups.items() if _BACKGROUND_GROUP.search(group)]
+
+
 def _capped(groups: dict[int, str]) -> int:
     """Threads in a capped group of their own (`.../vcpu/p<pid>/t<tid>`, or a background
     thread's `.../vcpu/b<pid>/t<tid>`)."""
