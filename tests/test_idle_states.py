@@ -48,3 +48,20 @@ def test_a_machine_without_haltpoll_is_left_as_it_is(tmp_path: Path) -> None:
     parameters, saved = tmp_path / "none", tmp_path / "idle.json"
     assert idlestates.hold(parameters, saved) is None and not saved.exists()
     assert idlestates.poll_us(parameters) is None
+
+
+def test_parameters_that_cannot_be_set_are_left_as_they_were(tmp_path: Path, monkeypatch) -> None:
+    parameters, saved = _parameters(tmp_path / "parameters"), tmp_path / "idle.json"
+    (parameters / "guest_halt_poll_allow_shrink").chmod(0o444)
+    original_write = Path.write_text
+
+    def refused(path: Path, text: str, *args, **kwargs) -> int:  # root ignores file modes
+        if path.name == "guest_halt_poll_allow_shrink":
+            raise PermissionError(13, "Read-only file system", str(path))
+        return original_write(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", refused)
+    assert idlestates.hold(parameters, saved) is None
+    monkeypatch.undo()
+    # the limit written before the refusal is back as it was; nothing is left saved
+    assert _values(parameters) == AS_BOOTED and not saved.exists()

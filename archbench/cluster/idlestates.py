@@ -46,17 +46,25 @@ def _available(parameters: Path) -> bool:
 
 def hold(parameters: Path = PARAMETERS, saved: Path = SAVED) -> int | None:
     """Lets idle cores poll up to POLL_NS (saving the parameters as they were, unless a cluster
-    already did): the limit now set, or None where the machine has no haltpoll."""
+    already did): the limit now set, or None where the machine has no haltpoll or its
+    parameters cannot be set."""
     if not _available(parameters):
         return None
-    if not saved.exists():
+    try:
         original = {name: (parameters / name).read_text().strip() for name, _ in HELD}
+    except OSError:
+        return None
+    if not saved.exists():
         saved.parent.mkdir(parents=True, exist_ok=True)
         partial = saved.with_suffix(".partial")
         partial.write_text(json.dumps({"parameters": str(parameters), **original}, indent=1))
         os.replace(partial, saved)  # saved whole, or not at all
-    for name, value in HELD:
-        (parameters / name).write_text(value)
+    try:
+        for name, value in HELD:
+            (parameters / name).write_text(value)
+    except OSError:  # not ours to set (a read-only /sys in a container): leave it as it was
+        release(saved)
+        return None
     return POLL_NS
 
 

@@ -349,7 +349,7 @@ def _tear_down(state: ClusterState) -> None:
 
 
 def _other_dilated(name: str) -> bool:
-    """Whether a dilated cluster other than `name` is up (it still needs the idle states off)."""
+    """Whether a dilated cluster other than `name` is up (it still needs idle cores polling)."""
     return any(other.name != name and other.dilation is not None for other in list_states())
 
 
