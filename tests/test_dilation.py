@@ -180,11 +180,19 @@ def _record(run_id: str, arch: str, workers: int, compute_s: list[float], **more
     )
 
 
+def _study(tmp_path: Path, *records: dict):
+    """The study these records make, read as the report reads it."""
+    results = tmp_path / "results.jsonl"
+    for record in records:
+        append_record(str(results), record)
+    return load_study(results)
+
+
 def test_the_report_judges_runs_against_the_baseline_of_their_load_and_names_oversubscription(
     tmp_path: Path,
 ) -> None:
-    results = tmp_path / "results.jsonl"
-    for record in (
+    study = _study(
+        tmp_path,
         _record("alone", "single", 1, [0.010]),
         _record("loaded", "single", 1, [0.012, 0.012], companions=1),
         # 1.17x the baseline alone, 0.98x the one loaded like it: faithful.
@@ -192,9 +200,7 @@ def test_the_report_judges_runs_against_the_baseline_of_their_load_and_names_ove
         # A run whose threads waited for a core: named whatever its compute.
         _record("busy", "ring", 2, [0.012, 0.012], wait=2 * CORE_WAIT_LIMIT),
         _record("saturated", "ring", 2, [0.012, 0.012], idle=0.0),
-    ):
-        append_record(str(results), record)
-    study = load_study(results)
+    )
     table = drift_table(study.ok).set_index("run_id")
     assert table.loc["ring2", "baseline_compute_s"] == pytest.approx(0.012)
     assert bool(table.loc["ring2", "baseline_same_load"])
@@ -245,15 +251,13 @@ def test_core_wait_leaves_out_the_time_any_cap_held_a_thread_back() -> None:
 
 
 def test_the_fidelity_note_gives_each_engines_own_call_beside_the_drift(tmp_path: Path) -> None:
-    results = tmp_path / "results.jsonl"
-    for record in (
+    study = _study(
+        tmp_path,
         _record("base", "single", 1, [0.0012, 0.0012], companions=1, dispatch=[0.0002, 0.0002]),
         _record("ps2", "ps", 2, [0.0025, 0.0026], dispatch=[0.0015, 0.0016]),
         _record("ring2", "ring", 2, [0.0012, 0.0013], dispatch=[0.0002, 0.0003]),
         _record("older", "p2p", 2, [0.0012, 0.0012]),  # written before dispatch was timed
-    ):
-        append_record(str(results), record)
-    study = load_study(results)
+    )
     table = drift_table(study.ok).set_index("run_id")
     assert table.loc["ps2", "drift"] > 1.0  # judged on the whole pass: nothing subtracted
     assert table.loc["ring2", "drift"] < DRIFT_LIMIT
@@ -264,17 +268,15 @@ def test_the_fidelity_note_gives_each_engines_own_call_beside_the_drift(tmp_path
 
 
 def test_a_drift_is_named_by_its_part_less_of_a_core_or_costlier_work(tmp_path: Path) -> None:
-    results = tmp_path / "results.jsonl"
-    for record in (
+    study = _study(
+        tmp_path,
         _record("base", "single", 1, [0.0010, 0.0010], companions=1, shares=[0.98, 0.97]),
         # 1.3x the baseline's time at the same share of a core: each pass cost 1.3x the CPU
         _record("costly", "ring", 2, [0.0013, 0.0010], shares=[0.98, 0.98]),
         # 1.4x the time on 0.70 of a core: the same CPU per pass, a core not got
         _record("starved", "p2p", 2, [0.0014, 0.0010], shares=[0.70, 0.98]),
         _record("unmetered", "ps", 2, [0.0015, 0.0015]),  # written before CPU was metered
-    ):
-        append_record(str(results), record)
-    study = load_study(results)
+    )
     table = drift_table(study.ok).set_index("run_id")
     assert table.loc["costly", "cpu_ratio"] == pytest.approx(1.3)
     assert table.loc["starved", "cpu_ratio"] == pytest.approx(0.0014 * 0.70 / 0.00098)

@@ -13,7 +13,7 @@ The process's own threads are its foreground ones: on a dilated node a communica
 background threads (Horovod's loop, Open MPI's progress thread) run on virtual cores of their own
 (`vcpu/b<pid>`), outside the process's budget, as on a host they would run on another core. So
 the meter is the process's CPU time less its background threads' (each thread's time on a CPU,
-/proc/self/task/<tid>/schedstat). Where the process's own group counts its usage (cgroup v2, or
+/proc/self/task/<tid>/schedstat; the threads found once, when the meter is made). Where the process's own group counts its usage (cgroup v2, or
 v1 with cpu and cpuacct mounted together) the meter reads that group instead: kernel accounting
 of exactly the threads whose budget the compute spends. Off a dilated node there are no
 background threads, and the meter is the process's CPU time.
@@ -26,6 +26,7 @@ import math
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from archbench.cluster import cgroups, threadcaps
 
@@ -35,14 +36,19 @@ _FOREGROUND_THREAD = re.compile(r"/vcpu/p\d+/t\d+$")
 def _thread_cpu_s(tid: int) -> float:
     """Seconds the thread has run on a CPU (0 once it is gone)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
-        return int(open(f"/proc/self/task/{tid}/schedstat").read().split()[0]) / 1e9
+        return int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[0]) / 1e9
     return 0.0
 
 
-def foreground_cpu_s() -> float:
-    """The process's CPU seconds less those of its background threads (see the module)."""
-    background = sum(_thread_cpu_s(tid) for tid in threadcaps.background_thread_ids())
-    return time.process_time() - background
+def foreground_meter(background: list[int]) -> Callable[[], float]:
+    """The process's CPU seconds less those of the threads `background` (see the module). The
+    list is taken once, when the meter is made: a communication library starts its threads when
+    it starts, before the first compute window, so a reading costs a file per such thread."""
+
+    def foreground_cpu_s() -> float:
+        return time.process_time() - sum(_thread_cpu_s(tid) for tid in background)
+
+    return foreground_cpu_s
 
 
 def own_cpu_meter() -> Callable[[], float]:
@@ -61,4 +67,4 @@ def own_cpu_meter() -> Callable[[], float]:
 
         if not math.isnan(group_usage()):
             return group_usage
-    return foreground_cpu_s
+    return foreground_meter(threadcaps.background_thread_ids())
