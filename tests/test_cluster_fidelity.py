@@ -167,11 +167,13 @@ def test_fidelity_check_flags_an_oversubscribed_run_and_tells_it_from_a_faithful
     assert "oversubscribed" in set(oversubscribed(study.ok)["run_id"])
     # And the part of its drift that says so: its worst worker got less of its virtual core
     # than the baseline while computing (two thirds of it, as above). A process's threads are
-    # capped at one virtual core together, so no rank metered more than one.
+    # capped at one virtual core together; CFS hands runtime out per CPU in slices, and capped
+    # processes measured up to 1.15 of it in a window. A meter that counted another busy thread
+    # of the process would read about 2.
     assert "cores" in [part for part, _ in drift_causes(table.loc["oversubscribed"])], table
     for record in records.values():
         shares = record["timing"]["compute_core_share_per_rank"]
-        assert all(0 < share <= 1.05 for share in shares), (record["run_id"], shares)
+        assert all(0 < share <= 1.3 for share in shares), (record["run_id"], shares)
     (note,) = [line for line in fidelity_notes(study.ok) if line.startswith("Fidelity")]
     assert "`oversubscribed`" in note
     assert note.index("`oversubscribed`") < min(
