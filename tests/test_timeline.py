@@ -236,6 +236,23 @@ def test_a_budget_s_throttled_time_explains_a_gap_no_longer_than_the_gap():
     assert row.throttled == pytest.approx(10e-6) and row.unaccounted == 0
 
 
+def test_a_sampled_stop_is_a_span_and_the_steps_total_places_nothing_more():
+    trace = _step_trace()
+    frame = next(e for e in trace["traceEvents"] if e.get("cat") == "step")
+    frame["args"].update(throttled_us=50.0, stops_sampled=True)
+    # a stop over the update (10 µs covered by it) and 6 µs of the empty 120-130 µs
+    stop = complete("stopped by the node's CPU budget", "stopped", 110.0, 16.0, 0, 4, {"step": 7})
+    trace["traceEvents"].append(stop)
+    (row,) = breakdowns(trace)
+    assert row.stopped == pytest.approx(6e-6) and row.update == pytest.approx(10e-6)
+    # the step's 50 µs throttled include the sampled stop: the last 4 µs stay unaccounted
+    assert row.throttled == 0 and row.unaccounted == pytest.approx(4e-6)
+    assert row.span_coverage == row.coverage == pytest.approx(126 / 130)
+    frame["args"].pop("stops_sampled")  # a trace whose stops were not sampled: as before
+    (row,) = breakdowns(trace)
+    assert row.throttled == pytest.approx(4e-6) and row.unaccounted == 0
+
+
 def test_horovods_negotiation_is_a_wait_on_each_rank_from_its_readiness_mark():
     from archbench.timeline import horovod
 

@@ -16,7 +16,7 @@ from archbench.analysis import plotting
 from archbench.analysis.section import FigureFile
 from archbench.timeline import intervals as iv
 from archbench.timeline.breakdown import spans_by_step
-from archbench.timeline.spans import BACKWARD, COMM, COMPUTE, FORWARD, HOST, UPDATE, WAIT
+from archbench.timeline.spans import BACKWARD, COMM, COMPUTE, FORWARD, HOST, STOPPED, UPDATE, WAIT
 
 RANK_LABEL_AT = 0.12  # left of the lanes' labels, in axes widths
 LANE_HEIGHT_IN = 0.3
@@ -25,6 +25,7 @@ LANES = (  # (label, categories drawn in it)
     ("communication", (COMM,)),
     ("wait", (WAIT,)),
     ("host", (HOST,)),
+    ("stopped", (STOPPED,)),
 )
 COLORS = {
     FORWARD: plotting.COMPUTE_COLOR,
@@ -34,6 +35,7 @@ COLORS = {
     COMM: plotting.COMM_COLOR,
     WAIT: "#c44e52",
     HOST: "#b0b0b0",
+    STOPPED: "#404040",
 }
 LABELS = {
     FORWARD: "forward",
@@ -43,6 +45,7 @@ LABELS = {
     COMM: "communication",
     WAIT: "waiting on others",
     HOST: "host (Python, runtime)",
+    STOPPED: "stopped by the node's CPU budget",
 }
 
 

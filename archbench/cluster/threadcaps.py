@@ -39,6 +39,11 @@ def _library() -> ctypes.CDLL | None:
     return None
 
 
+def node_library() -> ctypes.CDLL | None:
+    """The node library loaded in this process (None off an emulated node)."""
+    return _library()
+
+
 def _call(name: str) -> int | None:
     library = _library()
     if library is None:

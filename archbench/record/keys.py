@@ -518,14 +518,14 @@ _FIDELITY = (
     )  # fmt: skip
 )
 
-_TIMELINE_FIGURES = " ".join(
-    f"timeline.{part}_s" for part in
+_TIMELINE_FIGURES = "\n".join(
+    f"timeline.{part}_s float s" for part in
     "step compute comm_hidden comm_exposed update wait host throttled unaccounted comm".split()
-)  # fmt: skip
+) + "\ntimeline.stopped_s float s 3"  # the sampled stops: since version 3  # fmt: skip
 _TIMELINE = _keys(
     "archbench.timeline.tracer",
     2,
-    "\n".join(f"{path} float s" for path in _TIMELINE_FIGURES.split())
+    _TIMELINE_FIGURES
     + """
         timeline.file str -
         timeline.steps int count

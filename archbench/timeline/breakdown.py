@@ -12,9 +12,12 @@ same object before it is written): per rank and step, a partition of the step in
 - `update`: optimizer or server-side update ops, and no communication;
 - `wait`: the rank blocked on others, and nothing of the above;
 - `host`: Python and the runtime around the engine's events, and nothing of the above;
+- `stopped`: the rank's process stopped by its node's CPU budget, where the trace places the stop
+  (`stopped` spans, sampled from the kernel's counters on an emulated node), and nothing above;
 - `throttled`: no span, but the rank's CPU budget had stopped its node (the budget group's
   throttled time during the step, `args.throttled_us` of the step frame, up to the gap it
-  explains: the kernel counts it, no engine can record it);
+  explains: the kernel counts it, no engine can record it), in a step whose stops were not
+  sampled (a trace without `stopped` spans: the stops' places unknown);
 - `unaccounted`: no span and no throttling (`coverage` = 1 - unaccounted / step;
   `span_coverage` = 1 - (throttled + unaccounted) / step, the share the spans alone account for).
 
@@ -41,13 +44,15 @@ from archbench.timeline.spans import (
     FORWARD,
     HOST,
     STEP,
+    STOPPED,
     UPDATE,
     WAIT,
 )
 from archbench.timeline.traceformat import events_of
 
 PARTS = (
-    "compute", "comm_hidden", "comm_exposed", "update", "wait", "host", "throttled", "unaccounted",
+    "compute", "comm_hidden", "comm_exposed", "update", "wait", "host", "stopped", "throttled",
+    "unaccounted",
 )  # fmt: skip
 CRITICAL_LINKS = 6
 MERGE_GAP_US = 50.0  # a rank's spans of one kind closer than this are one block on the path
@@ -65,6 +70,7 @@ class StepBreakdown:
     update: float
     wait: float
     host: float
+    stopped: float
     throttled: float
     unaccounted: float
 
@@ -105,6 +111,7 @@ def spans_by_step(trace: dict) -> dict[tuple[int, int], dict[str, Any]]:
         if event.get("cat") == STEP:
             groups[key]["frame"] = (event["ts"], event["ts"] + event["dur"])
             groups[key]["throttled_us"] = event["args"].get("throttled_us", 0.0)
+            groups[key]["stops_sampled"] = bool(event["args"].get("stops_sampled"))
         else:
             groups[key]["events"].append(event)
     return {key: value for key, value in groups.items() if "frame" in value}
@@ -120,8 +127,8 @@ def breakdowns(trace: dict) -> list[StepBreakdown]:
 
 
 def _partition(group: dict[str, Any]) -> list[float]:
-    """[step, compute, comm_hidden, comm_exposed, update, wait, host, throttled, unaccounted]
-    (seconds)."""
+    """[step, compute, comm_hidden, comm_exposed, update, wait, host, stopped, throttled,
+    unaccounted] (seconds)."""
     low, high = group["frame"]
     by_cat: dict[str, list[iv.Interval]] = defaultdict(list)
     for event in group["events"]:
@@ -145,10 +152,16 @@ def _partition(group: dict[str, Any]) -> list[float]:
     called = iv.subtract(union(COMPUTE), taken)  # the compute call's time its events leave
     passes = iv.union(passes + called)
     taken = iv.union(taken + called)
+    stopped = iv.subtract(union(STOPPED), taken)
+    taken = iv.union(taken + stopped)
     step = (high - low) / 1e6
-    parts = [iv.length(part) / 1e6 for part in (passes, hidden, exposed, update, wait, host)]
+    parts = [
+        iv.length(part) / 1e6 for part in (passes, hidden, exposed, update, wait, host, stopped)
+    ]
     gap = max(0.0, step - iv.length(taken) / 1e6)
-    throttled = min(gap, group["throttled_us"] / 1e6)
+    # sampled stops are all spans already: the step's total says nothing more of its gaps
+    unplaced = 0.0 if group.get("stops_sampled") else group["throttled_us"] / 1e6
+    throttled = min(gap, unplaced)
     return [step, *parts, throttled, gap - throttled]
 
 

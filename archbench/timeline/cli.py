@@ -26,6 +26,7 @@ COLUMNS = (  # (header, StepBreakdown attribute)
     ("waits", "wait"),
     ("update", "update"),
     ("host", "host"),
+    ("stopped", "stopped"),
     ("throttled", "throttled"),
     ("unaccounted", "unaccounted"),
 )

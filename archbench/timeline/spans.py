@@ -20,6 +20,9 @@ Categories (the trace events' `cat`), which the breakdown and the overlap figure
   (ps) an op of the worker's step from when its executor scheduled it to its start, the
   op ready and waiting for a thread (`stepstats.queued`), which also claims only what no other
   span covers;
+- `stopped`: the rank's process stopped by its node's CPU budget (an emulated node's quota for
+  the CFS period spent), as the kernel counted it (`archbench.timeline.throttle.StopSampler`):
+  no engine runs then, so no other span can hold that time;
 - `step`: one traced step as the training loop timed it (the frame the others fall in).
 """
 
@@ -28,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-FORWARD, BACKWARD, UPDATE, COMM, WAIT, HOST, COMPUTE, STEP = (
+FORWARD, BACKWARD, UPDATE, COMM, WAIT, HOST, COMPUTE, STOPPED, STEP = (
     "forward",
     "backward",
     "update",
@@ -36,9 +39,10 @@ FORWARD, BACKWARD, UPDATE, COMM, WAIT, HOST, COMPUTE, STEP = (
     "wait",
     "host",
     "compute",
+    "stopped",
     "step",
 )
-CATEGORIES = (FORWARD, BACKWARD, UPDATE, COMM, WAIT, HOST, COMPUTE, STEP)
+CATEGORIES = (FORWARD, BACKWARD, UPDATE, COMM, WAIT, HOST, COMPUTE, STOPPED, STEP)
 # "the rank was computing": its ops. Not `compute`: a call's own time between its ops is the
 # thread waiting in the call, which says nothing of what overlapped.
 COMPUTING = (FORWARD, BACKWARD, UPDATE)

@@ -31,8 +31,8 @@ from archbench.timeline.capture import Captures
 from archbench.timeline.derive import LOOP
 from archbench.timeline.plan import too_short, traced_steps
 from archbench.timeline.recorder import Recorder
-from archbench.timeline.spans import STEP, Span
-from archbench.timeline.throttle import Throttle
+from archbench.timeline.spans import STEP, STOPPED, Span
+from archbench.timeline.throttle import SAMPLE_INTERVAL_US, StopSampler, Throttle
 from archbench.timeline.traceformat import dumps
 
 if TYPE_CHECKING:
@@ -69,6 +69,8 @@ class Tracer:
         self.frames: list[Span] = []
         self.traced_s: list[float] = []
         self.throttle = Throttle()
+        self.sampler = StopSampler()
+        self.stops: list[Span] = []
 
     def prepare(self, trainer: Trainer) -> None:
         """Collective: the clocks' offsets; the trainer's recorder."""
@@ -89,14 +91,25 @@ class Tracer:
             captures.begin()
         self.recorder.active, self.recorder.step = True, step
         before = self.throttle.read()
+        self.sampler.start(before)
         with captures.step(step):
             started_ns, started = time.time_ns(), time.perf_counter()
             loss = train_step()
             elapsed, ended_ns = time.perf_counter() - started, time.time_ns()
+        stops = self.sampler.stop()
         throttled = self.throttle.since(before)
         self.recorder.active = False
+        self.stops += [
+            Span(self.place.rank, "cpu budget", STOPPED, "stopped by the node's CPU budget",
+                 stop.end_ns - stop.length_ns, stop.end_ns,
+                 {"step": step, "source": "kernel: the budget groups' throttled time (cpu.stat), read every "
+                  f"{SAMPLE_INTERVAL_US} us of real time; the stop's end is within that"})
+            for stop in stops or []
+        ]  # fmt: skip
         self.traced_s.append(elapsed)
         args = {"step": step, "kind": kind, "source": LOOP}
+        if stops is not None:
+            args["stops_sampled"] = True  # its stops are spans: none left to place
         if throttled is not None:
             args["throttled_s"] = throttled  # a CPU budget stopped the thread running the step
         self.frames.append(
@@ -108,7 +121,7 @@ class Tracer:
 
     def _payload(self) -> dict[str, Any]:
         windows = [(s.start_ns, s.end_ns) for s in self.frames]
-        spans = self.frames + (self.captures.spans(windows) if self.captures else [])
+        spans = self.frames + self.stops + (self.captures.spans(windows) if self.captures else [])
         return {"spans": [span.as_tuple() for span in spans], "dilation": factor()}
 
     def finish(self, trainer: Trainer, cluster: dict, timed_step_s: float | None) -> dict | None:

@@ -330,6 +330,118 @@ long archbench_caps_failures(void) { return __atomic_load_n(&place_failures, __A
 /* Background threads this process started (see 3. above). */
 long archbench_caps_background(void) { return __atomic_load_n(&background_count, __ATOMIC_SEQ_CST); }
 
+/* --- CPU-budget stops, sampled (timelines) --------------------------------------------
+ * A traced step's engines record nothing while a CFS budget stops the process: the stop is a gap
+ * in the trace. The kernel adds a stop's length to its group's throttled time when the stop
+ * ends. While a traced step runs, a sampler thread of this library reads the throttled time of
+ * the step thread's budget groups every few hundred microseconds and notes each increase with
+ * the wall-clock time it saw it: a stop ended by then (the increase sums the group's per-CPU
+ * queues, so it can exceed the stop: archbench.timeline.throttle bounds it). The sampler is a
+ * background thread of the node (its own virtual core), as a profiler's would be on a host. */
+#define MAX_STOP_GROUPS 4
+#define MAX_STOP_EVENTS 4096
+static int stop_fds[MAX_STOP_GROUPS];
+static int stop_group_count;
+static long long stop_seen_ns[MAX_STOP_EVENTS], stop_added_ns[MAX_STOP_EVENTS];
+static int stop_group[MAX_STOP_EVENTS];
+static long long stop_last[MAX_STOP_GROUPS];  /* each group's throttled time at the last reading */
+static int stop_event_count;
+static int sampler_running;
+static long sample_interval_ns;
+static pthread_t sampler_thread;
+
+/* The group's throttled time so far, in ns (v1: `throttled_time` ns; v2: `throttled_usec`). */
+static long long throttled_ns_of(int fd) {
+    char text[1024];
+    ssize_t length = pread(fd, text, sizeof text - 1, 0);
+    if (length <= 0) return -1;
+    text[length] = '\0';
+    const char *at = strstr(text, "throttled_time ");
+    if (at != NULL) return atoll(at + 15);
+    at = strstr(text, "throttled_usec ");
+    return at != NULL ? atoll(at + 15) * 1000 : -1;
+}
+
+static void *sample_stops(void *unused) {
+    (void)unused;
+    pid_t tid = thread_id();
+    remember_background(tid);
+    if (__atomic_load_n(&armed, __ATOMIC_SEQ_CST)) count_placement(place_thread(tid));
+    long long *last = stop_last;  /* read by archbench_stops_start: no stop ending after it is missed */
+    struct timespec nap = {0, sample_interval_ns};
+    for (;;) {
+        int running = __atomic_load_n(&sampler_running, __ATOMIC_SEQ_CST);
+        struct timespec seen;
+        clock_gettime(CLOCK_REALTIME, &seen);
+        for (int i = 0; i < stop_group_count; i++) {
+            long long now = throttled_ns_of(stop_fds[i]);
+            if (now < 0 || last[i] < 0) continue;
+            if (now > last[i] && stop_event_count < MAX_STOP_EVENTS) {
+                stop_seen_ns[stop_event_count] = seen.tv_sec * 1000000000LL + seen.tv_nsec;
+                stop_added_ns[stop_event_count] = now - last[i];
+                stop_group[stop_event_count] = i;
+                stop_event_count++;
+            }
+            last[i] = now;
+        }
+        if (!running) return NULL;  /* one last reading after the step ended */
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* Starts sampling the cpu.stat files in `paths` (one per line) every `interval_us`; 0 on
+ * success, -1 where a file cannot be opened or a sampler runs already. */
+int archbench_stops_start(const char *paths, long interval_us) {
+    typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    if (__atomic_load_n(&sampler_running, __ATOMIC_SEQ_CST) || paths == NULL) return -1;
+    if (interval_us < 50 || interval_us > 100000) return -1;
+    char copy[4 * PATH_MAX];
+    if (snprintf(copy, sizeof copy, "%s", paths) >= (int)sizeof copy) return -1;
+    stop_group_count = 0;
+    stop_event_count = 0;
+    for (char *line = strtok(copy, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        int fd = open(line, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || stop_group_count == MAX_STOP_GROUPS) {
+            if (fd >= 0) close(fd);
+            for (int i = 0; i < stop_group_count; i++) close(stop_fds[i]);
+            stop_group_count = 0;
+            return -1;
+        }
+        stop_fds[stop_group_count++] = fd;
+    }
+    if (stop_group_count == 0) return -1;
+    for (int i = 0; i < stop_group_count; i++) stop_last[i] = throttled_ns_of(stop_fds[i]);
+    sample_interval_ns = interval_us * 1000;
+    __atomic_store_n(&sampler_running, 1, __ATOMIC_SEQ_CST);
+    /* the real pthread_create: the sampler places itself, as a background thread */
+    create_fn real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    if (real_create == NULL || real_create(&sampler_thread, NULL, sample_stops, NULL) != 0) {
+        __atomic_store_n(&sampler_running, 0, __ATOMIC_SEQ_CST);
+        for (int i = 0; i < stop_group_count; i++) close(stop_fds[i]);
+        stop_group_count = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* Stops the sampler and copies what it saw, each increase of a group's throttled time (seen at,
+ * ns added, the group's line in `paths`), into `seen`, `added` and `group`; returns how many (at
+ * most `capacity`), or -1 where no sampler ran. */
+long archbench_stops_stop(long long *seen, long long *added, int *group, long capacity) {
+    if (!__atomic_load_n(&sampler_running, __ATOMIC_SEQ_CST)) return -1;
+    __atomic_store_n(&sampler_running, 0, __ATOMIC_SEQ_CST);
+    pthread_join(sampler_thread, NULL);
+    for (int i = 0; i < stop_group_count; i++) close(stop_fds[i]);
+    stop_group_count = 0;
+    long count = stop_event_count < capacity ? stop_event_count : capacity;
+    for (long i = 0; i < count; i++) {
+        seen[i] = stop_seen_ns[i];
+        added[i] = stop_added_ns[i];
+        group[i] = stop_group[i];
+    }
+    return count;
+}
+
 struct start { void *(*routine)(void *); void *argument; int background; };
 
 static void *start_placed(void *raw) {
