@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
@@ -302,7 +303,8 @@ def _train(
                     trainer.dispatch_pass(x, y)
             else:
                 start = time.perf_counter()
-                loss = trainer.train_step(x, y)
+                with tracer.primer(step) if tracer is not None else nullcontext():
+                    loss = trainer.train_step(x, y)
                 elapsed = time.perf_counter() - start
                 if step >= config.warmup_steps:
                     result.step_times.append(elapsed)

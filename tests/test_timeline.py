@@ -603,3 +603,34 @@ def test_an_op_ready_before_it_started_waited_for_a_thread_from_its_scheduled_ti
     # measured from the first op's hand-over: 3 µs of the true 800 µs are taken as the offset
     assert (span.start_ns, span.end_ns) == (t0 + 103_000, t0 + 900_000)
     assert queued([_node("untimed", None, t0)], step=7, rank=2) == []
+
+
+def test_ps_primes_tracing_on_the_last_warm_up_step_that_is_not_a_probe():
+    from archbench.probes import is_probe
+    from archbench.timeline.tracer import _primer_step
+
+    def config(arch: str, warmup: int, probe_every: int = 10) -> SimpleNamespace:
+        return SimpleNamespace(arch=arch, warmup_steps=warmup, probe_every=probe_every)
+
+    ps = config("ps", 5)
+    steps = traced_steps(30, 5, 10, 3)
+    primer = _primer_step(ps, steps)
+    assert primer is not None and primer < 5 and not is_probe(primer, 5, 10)
+    later = range(primer + 1, 5)  # only probes between the primer and the traced steps
+    assert all(is_probe(step, 5, 10) for step in later)
+    assert _primer_step(config("ring", 5), steps) is None  # its profiler is not a session run
+    assert _primer_step(config("ps", 0), traced_steps(30, 0, 10, 3)) is None  # no warm-up
+
+
+def test_a_primed_session_run_is_traced_and_its_statistics_dropped():
+    from archbench.timeline.recorder import Recorder
+
+    recorder = Recorder(rank=1)
+    assert recorder.session_run_options() == {}
+    recorder.priming = True
+    options = recorder.session_run_options()
+    assert options["options"].trace_level == options["options"].FULL_TRACE
+    assert recorder.run_metadata == []
+    recorder.priming, recorder.active, recorder.step = False, True, 5
+    kept = recorder.session_run_options()
+    assert recorder.run_metadata == [(5, kept["run_metadata"])]

@@ -42,6 +42,8 @@ class Recorder:
     def __init__(self, rank: int = 0):
         self.rank = rank
         self.active = False
+        # ps: a warm-up step run fully traced, its statistics dropped (Tracer.primer)
+        self.priming = False
         self.step: int | None = None
         self.spans: list[Span] = []
         self.run_metadata: list[tuple[int, Any]] = []  # (step, RunMetadata) of session runs
@@ -74,13 +76,14 @@ class Recorder:
         """Keyword arguments for a TF1 `session.run` of a traced step: full tracing into a fresh
         RunMetadata kept here (the step statistics of every device the run touched, the
         parameter servers' included); none outside traced steps."""
-        if not self.active:
+        if not (self.active or self.priming):
             return {}
         # deferred: TensorFlow; `archbench train --help` imports this module
         import tensorflow as tf
 
         metadata = tf.compat.v1.RunMetadata()
-        self.run_metadata.append((self.step, metadata))
+        if self.active:  # a primer's statistics are dropped
+            self.run_metadata.append((self.step, metadata))
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         return {"options": options, "run_metadata": metadata}
 

@@ -20,12 +20,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from archbench.archs import uses_horovod
 from archbench.cluster.dilation import factor, virtual
 from archbench.errors import UsageError
+from archbench.probes import is_probe
 from archbench.timeline import breakdown, build, clock, horovod
 from archbench.timeline.capture import Captures
 from archbench.timeline.derive import LOOP
@@ -58,6 +59,12 @@ def for_run(config: TrainConfig, place: ProcessPlace, data, workers: int) -> Tra
     return Tracer(config, place, steps)
 
 
+STOP_SOURCE = (
+    "kernel: the budget groups' throttled time (cpu.stat), read every "
+    f"{SAMPLE_INTERVAL_US} us of real time; the stop's end is within that"
+)
+
+
 class Tracer:
     def __init__(self, config: TrainConfig, place: ProcessPlace, steps: list[int]):
         self.config = config
@@ -71,6 +78,7 @@ class Tracer:
         self.throttle = Throttle()
         self.sampler = StopSampler()
         self.stops: list[Span] = []
+        self.primer_step = _primer_step(config, steps)
 
     def prepare(self, trainer: Trainer) -> None:
         """Collective: the clocks' offsets; the trainer's recorder."""
@@ -82,6 +90,19 @@ class Tracer:
     def traces(self, step: int) -> bool:
         return step in self.steps
 
+    @contextlib.contextmanager
+    def primer(self, step: int) -> Iterator[None]:
+        """Around an untraced step's run: the primer step (see `_primer_step`) runs its engine
+        call fully traced, and drops what it recorded."""
+        if step != self.primer_step:
+            yield
+            return
+        self.recorder.priming = True
+        try:
+            yield
+        finally:
+            self.recorder.priming = False
+
     def run_step(
         self, step: int, kind: str, train_step: Callable[[], float]
     ) -> tuple[float, float]:
@@ -92,18 +113,19 @@ class Tracer:
         self.recorder.active, self.recorder.step = True, step
         before = self.throttle.read()
         self.sampler.start(before)
-        with captures.step(step):
-            started_ns, started = time.time_ns(), time.perf_counter()
-            loss = train_step()
-            elapsed, ended_ns = time.perf_counter() - started, time.time_ns()
-        stops = self.sampler.stop()
+        try:
+            with captures.step(step):
+                started_ns, started = time.time_ns(), time.perf_counter()
+                loss = train_step()
+                elapsed, ended_ns = time.perf_counter() - started, time.time_ns()
+        finally:  # a failed step (a warm group goes on to its next run) leaves no sampler behind
+            stops = self.sampler.stop()
         throttled = self.throttle.since(before)
         self.recorder.active = False
         self.stops += [
             Span(self.place.rank, "cpu budget", STOPPED, "stopped by the node's CPU budget",
                  stop.end_ns - stop.length_ns, stop.end_ns,
-                 {"step": step, "source": "kernel: the budget groups' throttled time (cpu.stat), read every "
-                  f"{SAMPLE_INTERVAL_US} us of real time; the stop's end is within that"})
+                 {"step": step, "source": STOP_SOURCE})
             for stop in stops or []
         ]  # fmt: skip
         self.traced_s.append(elapsed)
@@ -181,6 +203,19 @@ class Tracer:
                 },
             },
         }
+
+
+def _primer_step(config: TrainConfig, steps: list[int]) -> int | None:
+    """ps: the last warm-up step before the first traced one that is not a probe, or None.
+    TensorFlow's first fully traced `session.run` in a process costs more than the next ones
+    (on a capped node it met a CPU-budget stop its spans cannot show, in the first traced step
+    only); run once in the warm-up, that cost falls outside the traced steps."""
+    if config.arch != "ps" or not steps:
+        return None
+    for step in range(min(steps[0], config.warmup_steps) - 1, -1, -1):
+        if not is_probe(step, config.warmup_steps, config.probe_every):
+            return step
+    return None
 
 
 def _clock_rounds(trainer: Trainer) -> list:
