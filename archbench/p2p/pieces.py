@@ -6,7 +6,10 @@ cut into pieces of at most S MB (`archbench.tensor_partition.cut_range`; one pie
 not given), and a step is one pass of non-blocking messages:
 
 1. every receive is posted (the W-1 contributions to each piece of this worker's shard; every
-   piece of every other shard's fresh parameters, straight into place);
+   piece of every other shard's fresh parameters, straight into place), each piece under a tag
+   of its own (`piece_tag`): the owner returns each piece as it completes, in an order of its
+   own, and with one tag for all, a receive took another piece's message (MPI_ERR_TRUNCATE
+   between two emulated nodes; where the sizes agree it would put a piece in the wrong place);
 2. every gradient piece is sent at once (`Isend`, none waited for), in the exchange's own order
    (`--priority off`: peer by peer as the p2p schedule says, each shard's pieces in order) or
    first layers first (`--priority on`: all pieces by their position in the flattened model,
@@ -41,6 +44,16 @@ from archbench.p2p.exchange import GRADIENT_TAG, PARAMETER_TAG, ShardExchange
 from archbench.p2p.shards import ShardPlan
 from archbench.tensor_partition import PartitionSpec, cut_range
 from archbench.timeline.spans import COMM, UPDATE, WAIT
+
+PIECE_TAG_BASE = 1000  # above the exchange's phase tags
+
+
+def piece_tag(kind_tag: int, index: int) -> int:
+    """The tag of piece `index` of a shard, a gradient contribution or fresh parameters: a tag
+    of its own, so a receive takes its piece whatever order the messages between two ranks are
+    matched in."""
+    return PIECE_TAG_BASE + 2 * index + (kind_tag == PARAMETER_TAG)
+
 
 # apply(low, high, averaged): update the own shard's elements [low, high) (shard-relative) from
 # their average over the workers
@@ -79,10 +92,12 @@ class PieceExchange(ShardExchange):
         # the schedule's peer order, each shard's pieces in order; priority: by position in the
         # flattened model (variables in layer order), first layers first
         self.send_pieces = [
-            (owner, low, high) for owner in self.targets for low, high in self.pieces[owner]
+            (owner, index, low, high)
+            for owner in self.targets
+            for index, (low, high) in enumerate(self.pieces[owner])
         ]
         if spec.priority:
-            self.send_pieces.sort(key=lambda piece: piece[1])
+            self.send_pieces.sort(key=lambda piece: piece[2])
         self.times: list[PieceTimes] = []
 
     @property
@@ -109,23 +124,24 @@ class PieceExchange(ShardExchange):
         for row, peer in enumerate(self.peers):
             for index, (low, high) in enumerate(own_pieces):
                 rows = self.contributions[row, low - self.start : high - self.start]
-                requests.append(comm.Irecv(rows, source=peer, tag=GRADIENT_TAG))
+                requests.append(comm.Irecv(rows, source=peer, tag=piece_tag(GRADIENT_TAG, index)))
                 meaning.append((0, index, peer))
         first = self.first_layer_elements
         first_layer_waiting = 0
         for peer in self.peers:
-            for low, high in self.pieces[peer]:
-                requests.append(comm.Irecv(params[low:high], source=peer, tag=PARAMETER_TAG))
+            for index, (low, high) in enumerate(self.pieces[peer]):
+                place = params[low:high]
+                requests.append(comm.Irecv(place, source=peer, tag=piece_tag(PARAMETER_TAG, index)))
                 meaning.append((1, low < first, peer))
                 first_layer_waiting += low < first
         first_layer_waiting += sum(low < first for low, _ in own_pieces)
         sends = [
-            comm.Isend(vector[low:high], dest=owner, tag=GRADIENT_TAG)
-            for owner, low, high in self.send_pieces
+            comm.Isend(vector[low:high], dest=owner, tag=piece_tag(GRADIENT_TAG, index))
+            for owner, index, low, high in self.send_pieces
         ]
         gradients_posted = recorder.now()
         returns: list[tuple[int, int]] = []  # (posted, bytes) of each fresh piece sent back
-        sent = sum(high - low for _, low, high in self.send_pieces) * vector.itemsize
+        sent = sum(high - low for _, _, low, high in self.send_pieces) * vector.itemsize
         gradient_sent = sent
         missing = [len(self.peers)] * len(own_pieces)
         gradients_left = len(self.peers) * len(own_pieces)
@@ -158,9 +174,8 @@ class PieceExchange(ShardExchange):
                         apply(rel_low, rel_high, self.averaged[rel_low:rel_high])
                     piece = params[low:high]
                     returned = recorder.now()
-                    sends += [
-                        comm.Isend(piece, dest=peer, tag=PARAMETER_TAG) for peer in self.targets
-                    ]
+                    tag = piece_tag(PARAMETER_TAG, detail)
+                    sends += [comm.Isend(piece, dest=peer, tag=tag) for peer in self.targets]
                     returns.append((returned, piece.nbytes))
                     sent += piece.nbytes * len(self.targets)
                     first_layer_waiting -= low < first
