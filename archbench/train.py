@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 
-from archbench import mpitransport, warmgroup
+from archbench import mpitransport, scratch, warmgroup
 from archbench.archs import arch as architecture
 from archbench.cluster.dilation import factor as dilation_factor
 from archbench.cluster.dilation import virtual
@@ -194,6 +194,7 @@ class StopSignalWatcher:
             )
         rank = state.place.rank if state is not None else "?"
         print(f"archbench: rank {rank} stopped by {name}", file=sys.stderr, flush=True)
+        scratch.release()
         os._exit(128 + received)
 
 
@@ -228,6 +229,7 @@ def _configure_tensorflow(config: TrainConfig, place: ProcessPlace):
 def run(args: argparse.Namespace, watcher: StopSignalWatcher | None = None) -> int:
     """One run; `watcher`: the process's stop-signal watcher when it runs several (warm group)."""
     mpitransport.apply()  # before MPI starts: every run comes here (cold, warm group, CLI)
+    scratch.claim()  # before TensorFlow writes its first temporary file
     place = detect_place()
     try:
         config = config_from_args(args)
@@ -267,6 +269,7 @@ def run(args: argparse.Namespace, watcher: StopSignalWatcher | None = None) -> i
             # of waiting for peers that are blocked on this rank forever.
             sys.stdout.flush()
             sys.stderr.flush()
+            scratch.release()
             os._exit(1)
         return 1
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from functools import partial
 from itertools import islice
 
-from archbench import mpitransport
+from archbench import mpitransport, scratch
 from archbench.cluster import threadcaps
 from archbench.cluster.dilation import factor
 from archbench.config import TrainConfig
@@ -464,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result-file", required=True)
     args = parser.parse_args(argv)
     mpitransport.apply()  # the transport the runs it prices use, before MPI starts
+    scratch.claim()  # TensorFlow's temporary files, removed on the os._exit below too
     if args.bench == "compute":
         rows = bench_compute(
             args.models.split(","), args.batch_sizes, args.dataset, args.steps, 1, args.threads
@@ -497,4 +498,5 @@ if __name__ == "__main__":
     # and exit at once.
     if "mpi4py.MPI" in sys.modules:
         sys.modules["mpi4py.MPI"].Finalize()
+    scratch.release()
     os._exit(code)
