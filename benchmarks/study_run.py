@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from archbench.errors import UsageError
+from archbench.sweep.spec import load_spec
+
 
 def run_study(prog: str, default_study: str, argv: list[str] | None) -> Path | None:
     """Parse `--study`/`--no-run`, sweep the study unless told not to; its results folder, or
@@ -19,4 +22,8 @@ def run_study(prog: str, default_study: str, argv: list[str] | None) -> Path | N
         sweep = [sys.executable, "-m", "archbench.cli", "sweep", str(args.study)]
         if subprocess.run(sweep, check=False).returncode not in (0, 1):
             return None
-    return args.study.with_suffix("")
+    try:  # where the sweep keeps the records: a folder named after the study, beside its spec
+        return load_spec(args.study).results_dir
+    except UsageError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return None
