@@ -16,8 +16,8 @@ end known within the interval). Its length: the increase, which sums the group's
 CPU (measured on 2 cores: up to 2.4 periods in one period of a single thread), bounded by the time
 since the same group's previous stop ended (or the sampling began), since its stops do not
 overlap; the longest over the groups that counted it at that moment. A stop can outlast its
-period (a thread capped at 2.5 ms per 10 ms was seen stopped for 16.8 ms: a refresh pays off what
-the group overran first), so no tighter bound holds; a stop may therefore be drawn starting up to
+period (a thread capped at 2.5 ms per 10 ms was seen stopped for up to 17.4 ms: a refresh pays off
+what the group overran first), so no tighter bound holds; a stop may therefore be drawn up to
 the group's quota too early, where the group ran before it. It claims only time no other span
 covers."""
 
