@@ -28,7 +28,7 @@ from archbench.cluster.dilation import factor, virtual
 from archbench.errors import UsageError
 from archbench.probes import is_probe
 from archbench.timeline import breakdown, build, clock, horovod
-from archbench.timeline.capture import Captures
+from archbench.timeline.capture import PROFILED, Captures
 from archbench.timeline.derive import LOOP
 from archbench.timeline.plan import too_short, traced_steps
 from archbench.timeline.recorder import Recorder
@@ -210,7 +210,7 @@ def _primer_step(config: TrainConfig, steps: list[int]) -> int | None:
     TensorFlow's first fully traced `session.run` in a process costs more than the next ones
     (on a capped node it met a CPU-budget stop its spans cannot show, in the first traced step
     only); run once in the warm-up, that cost falls outside the traced steps."""
-    if config.arch != "ps" or not steps:
+    if config.arch in PROFILED or not steps:  # their engines' tracing starts in `begin`
         return None
     for step in range(min(steps[0], config.warmup_steps) - 1, -1, -1):
         if not is_probe(step, config.warmup_steps, config.probe_every):
