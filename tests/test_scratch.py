@@ -42,3 +42,26 @@ def test_a_run_stopped_by_its_launcher_leaves_no_temporary_file(tmp_path: Path) 
             launcher.kill()
     assert "stopped by SIGTERM" in stderr, stderr[-2000:]
     assert _files(temporary) == [] and list(temporary.iterdir()) == []
+
+
+def test_a_killed_process_folder_is_removed_by_the_next_process_of_its_host(tmp_path: Path):
+    import os
+    import socket
+
+    from archbench import scratch
+
+    host = scratch._host()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])  # a process id no longer in use
+    gone.wait()
+    assert not Path(f"/proc/{gone.pid}").exists()
+    left = tmp_path / f"archbench-{host}-{gone.pid}-ab_c12"
+    alive = tmp_path / f"archbench-{host}-{os.getpid()}-xyz789"
+    elsewhere = tmp_path / f"archbench-not{socket.gethostname()}x-{gone.pid}-q1w2e3"
+    profile = tmp_path / "archbench-profile-k8j7h6"
+    for folder in (left, alive, elsewhere, profile):
+        folder.mkdir()
+        (folder / "__autograph_generated_file1.py").write_text("")
+    assert scratch.remove_stale(tmp_path) == [left]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in (alive, elsewhere, profile)
+    )
