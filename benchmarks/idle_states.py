@@ -21,8 +21,6 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 from archbench.cluster import cgroups, idlestates
 
@@ -66,21 +64,6 @@ print(json.dumps({"cpu_s": sorted(cpu)[len(cpu) // 2], "wall_s": sorted(wall)[le
 """
 
 
-def _group(dilation: float) -> tuple[Path, str]:
-    """A temporary group capped at 1/D of a core: (its directory, the file a thread joins by)."""
-    hierarchy = cgroups.detect()
-    if hierarchy is None:
-        raise SystemExit("idle_states: no cgroup cpu controller on this machine")
-    directory = Path(tempfile.mkdtemp(prefix="archbench-idle-", dir=hierarchy.cpu_root))
-    quota = int(PERIOD_US / dilation)
-    if hierarchy.version == "v1":
-        (directory / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-        (directory / "cpu.cfs_quota_us").write_text(str(quota))
-        return directory, str(directory / "tasks")
-    (directory / "cpu.max").write_text(f"{quota} {PERIOD_US}")
-    return directory, str(directory / "cgroup.procs")
-
-
 def _measure(model: str, window_s: float, tasks_file: str) -> dict:
     result = subprocess.run(
         [sys.executable, "-c", PASS_CODE, model, str(window_s), tasks_file],
@@ -104,20 +87,22 @@ def main(argv: list[str] | None = None) -> int:
     as_found = f"halting after {idlestates.poll_us()} us of polling"
     window_s = 10 * PERIOD_US / 1e6  # ten periods, as a probe's compute window
     uncapped = _measure(args.model, window_s / args.dilation, "")
-    directory, tasks_file = _group(args.dilation)
+    hierarchy = cgroups.detect()
+    if hierarchy is None:
+        raise SystemExit("idle_states: no cgroup cpu controller on this machine")
     halting, polling = f"idle cores as found ({as_found})", "idle cores polling"
     runs: dict[str, list[dict]] = {halting: [], polling: []}
-    try:
+    quota = int(PERIOD_US / args.dilation)  # a group capped at 1/D of a core
+    with cgroups.capped_group(hierarchy, quota, PERIOD_US, "archbench-idle-") as directory:
+        join = directory / ("tasks" if hierarchy.version == "v1" else "cgroup.procs")
         for _ in range(args.pairs):
             for label, held in ((halting, False), (polling, True)):
                 if held:
                     idlestates.hold()
                 try:
-                    runs[label].append(_measure(args.model, window_s, tasks_file))
+                    runs[label].append(_measure(args.model, window_s, str(join)))
                 finally:
                     idlestates.release()
-    finally:
-        directory.rmdir()
     print(f"{args.model}, batch 32; cap 1/{args.dilation:g} of a core")
     print(f"uncapped: {1000 * uncapped['cpu_s']:.3f} ms CPU a pass")
     for label, measured in runs.items():

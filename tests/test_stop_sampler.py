@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -50,15 +49,8 @@ def _throttled_ns(group: Path) -> int:
 def test_each_stop_of_a_capped_thread_is_placed_over_the_time_it_lost(tmp_path: Path) -> None:
     hierarchy = cgroups.detect()
     library = nodelib.build_library(tmp_path)
-    group = Path(tempfile.mkdtemp(prefix="archbench-stops-", dir=hierarchy.cpu_root))
-    try:
-        if hierarchy.version == "v1":
-            (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (group / "cpu.cfs_quota_us").write_text(str(QUOTA_US))
-            join = group / "tasks"
-        else:
-            (group / "cpu.max").write_text(f"{QUOTA_US} {PERIOD_US}")
-            join = group / "cgroup.threads"
+    with cgroups.capped_group(hierarchy, QUOTA_US, PERIOD_US, "archbench-stops-") as group:
+        join = group / ("tasks" if hierarchy.version == "v1" else "cgroup.threads")
         before = _throttled_ns(group)
         result = subprocess.run(
             [sys.executable, "-c", SPIN, str(join), str(group)],
@@ -66,8 +58,6 @@ def test_each_stop_of_a_capped_thread_is_placed_over_the_time_it_lost(tmp_path: 
             env={**os.environ, "LD_PRELOAD": str(library)},  # as on a node
         )  # fmt: skip
         throttled = _throttled_ns(group) - before
-    finally:
-        group.rmdir()
     measured = json.loads(result.stdout)
     jumps, stops = measured["jumps"], measured["stops"]
     assert len(jumps) >= 10, jumps  # a quarter core for 0.4 s: a stop of ~7.5 ms in most periods

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,6 +193,24 @@ def create_node_group(
         _enable_cpu_controller(threads_dir)
         _write(threads_dir / "cpu.max", f"{quota or 'max'} {period_us}")
     return dirs
+
+
+@contextlib.contextmanager
+def capped_group(
+    hierarchy: Hierarchy, quota_us: int, period_us: int, prefix: str
+) -> Iterator[Path]:
+    """A temporary group of no cluster, capped at `quota_us` per `period_us`, removed afterwards
+    (measurements of a cap alone: benchmarks, tests); every thread put in it must be gone."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix, dir=hierarchy.cpu_root))
+    try:
+        if hierarchy.version == "v1":
+            _write(directory / "cpu.cfs_period_us", str(period_us))
+            _write(directory / "cpu.cfs_quota_us", str(quota_us))
+        else:
+            _write(directory / "cpu.max", f"{quota_us} {period_us}")
+        yield directory
+    finally:
+        directory.rmdir()
 
 
 def threads_dir(hierarchy: Hierarchy, cluster: str, node: str) -> Path:

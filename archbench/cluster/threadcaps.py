@@ -29,7 +29,8 @@ class ArmResult:
     failures: int  # placements that failed since the process started (those threads run uncapped)
 
 
-def _library() -> ctypes.CDLL | None:
+def node_library() -> ctypes.CDLL | None:
+    """The node library loaded in this process (None off an emulated node)."""
     for path in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
         if os.path.basename(path) == LIBRARY_NAME:
             try:
@@ -39,13 +40,8 @@ def _library() -> ctypes.CDLL | None:
     return None
 
 
-def node_library() -> ctypes.CDLL | None:
-    """The node library loaded in this process (None off an emulated node)."""
-    return _library()
-
-
 def _call(name: str) -> int | None:
-    library = _library()
+    library = node_library()
     if library is None:
         return None
     result = getattr(library, name)()
@@ -69,7 +65,7 @@ def disarm() -> ArmResult | None:
 
 
 def failures() -> int:
-    library = _library()
+    library = node_library()
     if library is None:
         return 0
     library.archbench_caps_failures.restype = ctypes.c_long
@@ -79,7 +75,7 @@ def failures() -> int:
 def background() -> int:
     """Background threads this process started (a communication library's own: placed on a
     virtual core of their own, outside the process's cap)."""
-    library = _library()
+    library = node_library()
     if library is None:
         return 0
     library.archbench_caps_background.restype = ctypes.c_long
@@ -87,7 +83,7 @@ def background() -> int:
 
 
 def armed() -> bool:
-    library = _library()
+    library = node_library()
     return bool(library is not None and library.archbench_caps_armed())
 
 
