@@ -479,6 +479,59 @@ def test_a_trace_with_calls_keeps_the_format_and_its_host_edges_are_outside_the_
     assert row.compute == pytest.approx(55e-6)  # ops 10-50, the call's own 5-10 and 50-60
 
 
+def test_a_stop_at_a_steps_edge_is_stopped_and_the_rest_of_the_edge_is_host():
+    """A stop is the kernel's, not an engine event: the edge runs from the engine's last span
+    and leaves the stop out. Before, the edge began at the stop's end and the update-to-stop
+    gap stayed unaccounted."""
+    from archbench.timeline import build, derive
+    from archbench.timeline.clock import Offset
+    from archbench.timeline.spans import Span
+
+    step = {"step": 5}
+    spans = [
+        Span(0, "step", "step", "step 5", 0, 100_000, {**step, "source": derive.LOOP}),
+        Span(0, "budget", "stopped", "stopped", 2_000, 4_000, dict(step)),  # before any op
+        Span(0, "compute thread 1", "forward", "forward a", 10_000, 40_000, dict(step)),
+        Span(0, "compute thread 1", "update", "update", 40_000, 70_000, dict(step)),
+        Span(0, "budget", "stopped", "stopped", 85_000, 90_000, dict(step)),  # after the last
+    ]
+    arranged = build.arrange(spans, [Offset(0.0, 0.0)], "p2p", ["worker"])
+    edges = sorted((s.start_ns, s.end_ns, s.name) for s in arranged if s.cat == "host")
+    assert edges == [
+        (0, 2_000, "host: the step handed to the engine"),
+        (4_000, 10_000, "host: the step handed to the engine"),
+        (70_000, 85_000, "host: results back to Python"),
+        (90_000, 100_000, "host: results back to Python"),
+    ]
+    trace = build.trace(arranged, 1.0, {"ranks": ["rank 0: worker on a"], "meta": {}})
+    (row,) = breakdowns(trace)
+    assert row.stopped == pytest.approx(7e-6) and row.host == pytest.approx(33e-6)
+    assert row.unaccounted == 0 and row.span_coverage == pytest.approx(1.0)
+
+
+def test_a_ps_worker_waits_for_the_servers_wherever_no_push_runs_after_its_backward_pass():
+    from archbench.timeline import derive
+    from archbench.timeline.spans import Span
+
+    step = {"step": 3}
+    spans = [
+        Span(1, "compute", "backward", "backward conv", 0, 100, dict(step)),
+        Span(1, "network", "comm", "push to ps rank 0", 90, 110, dict(step)),  # during backward
+        Span(1, "network", "comm", "push to ps rank 0", 120, 130, dict(step)),
+        Span(1, "network", "comm", "push to ps rank 0", 125, 140, dict(step)),
+        Span(1, "network", "comm", "push to ps rank 0", 160, 170, dict(step)),
+        Span(1, "network", "comm", "pull from ps rank 0", 190, 200, dict(step)),
+        Span(0, "for worker 1", "comm", "push from worker rank 1", 160, 170, dict(step)),
+    ]
+    waits = derive.server_waits(spans, workers=[1])
+    assert [(w.rank, w.start_ns, w.end_ns, w.name.split(" (")[0]) for w in waits] == [
+        (1, 110, 120, "wait for the servers to fetch the gradients"),
+        (1, 140, 160, "wait for the servers to fetch the gradients"),
+        (1, 170, 190, "wait for the servers"),
+    ]
+    assert all(w.cat == "wait" and "derived" in w.args["source"] for w in waits)
+
+
 def test_a_collective_op_waits_from_its_start_to_its_done_callback_on_its_own_clock():
     from archbench.timeline.tfprofile import ASYNC_DONE, ASYNC_START, collective_calls
 

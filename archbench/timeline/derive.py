@@ -2,15 +2,18 @@
 for what it is, and its `source` says how it was derived.
 
 - `host_edges` (every worker): Python handing a traced step to the engine, before the step's
-  first span, and the results coming back after its last; where the step thread timed its call
-  into the engine (a `compute` span), that is Python before the call and after its return;
+  first engine span, and the results coming back after its last; where the step thread timed
+  its call into the engine (a `compute` span), that is Python before the call and after its
+  return. A CPU-budget stop (`stopped`) is the kernel's, not an engine event: one at a step's
+  edge lies inside the edge, which leaves the stop's time out (the process ran nothing then);
 - `receive_waits` (p2p): a receive is posted before its sender sends; the part of it before the
   matching send began (the k-th send of that kind from that peer in that step) is a wait for
   the sender, the rest is the transfer;
 - `server_waits` (ps): a worker between the end of its last push and the start of its first
   pull waits for the servers (the chief's aggregation of W gradients, the update, its token);
-  so it does between its last backward op and its first push, where the push starts after
-  the backward pass (a server fetches a gradient when its part of the step asks for it);
+  after its last backward op, it waits for the servers to fetch its gradients wherever no push
+  runs (before the first, between two): a server fetches a gradient when its part of the step
+  asks for it, and the worker has nothing left to compute;
 - `server_idle` (ps): a server runs only what the workers' requests ask for; where no op of the
   step runs on its track, it waits for their next request (it has no loop of its own);
 - `horovod_queue` (ring): from the end of a rank's first backward op (a gradient can be handed
@@ -24,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from archbench.timeline.intervals import subtract, union
-from archbench.timeline.spans import BACKWARD, COMM, HOST, STEP, WAIT, Span
+from archbench.timeline.spans import BACKWARD, COMM, HOST, STEP, STOPPED, WAIT, Span
 
 LOOP = "the training loop"  # the source of a worker's own step frame (servers' are derived)
 
@@ -41,23 +44,21 @@ def host_edges(spans: list[Span]) -> list[Span]:
     derived = []
     for (rank, step), group in _by_rank_step(spans).items():
         frames = [s for s in group if s.cat == STEP and s.args.get("source") == LOOP]
-        inside = [s for s in group if s.cat != STEP]
+        inside = [s for s in group if s.cat not in (STEP, STOPPED)]
         if len(frames) != 1 or not inside:
             continue
         frame = frames[0]
         first = min(s.start_ns for s in inside)
         last = max(s.end_ns for s in inside)
+        stops = union((s.start_ns, s.end_ns) for s in group if s.cat == STOPPED)
         args = {"step": step, "source": "derived: the step's frame before/after its engine events"}
-        if first > frame.start_ns:
-            derived.append(
-                Span(rank, "python", HOST, "host: the step handed to the engine",
-                     frame.start_ns, min(first, frame.end_ns), args)
-            )  # fmt: skip
-        if last < frame.end_ns:
-            derived.append(
-                Span(rank, "python", HOST, "host: results back to Python",
-                     max(last, frame.start_ns), frame.end_ns, args)
-            )  # fmt: skip
+        edges = [
+            ("host: the step handed to the engine", frame.start_ns, min(first, frame.end_ns)),
+            ("host: results back to Python", max(last, frame.start_ns), frame.end_ns),
+        ]
+        for name, low, high in edges:
+            for start, end in subtract([(low, high)], stops):
+                derived.append(Span(rank, "python", HOST, name, int(start), int(end), dict(args)))
     return derived
 
 
@@ -106,15 +107,17 @@ def server_waits(spans: list[Span], workers: list[int]) -> list[Span]:
         if not pushes or not pulls:
             continue
         backward = [s.end_ns for s in group if s.cat == BACKWARD]
-        first_push = min(s.start_ns for s in pushes)
-        if backward and first_push > max(backward):
+        pushing = union((s.start_ns, s.end_ns) for s in pushes)
+        pushed = max(s.end_ns for s in pushes)
+        # before the backward pass ends, the worker's own ops (or its executor queue) hold it
+        computed = max(backward) if backward else min(s.start_ns for s in pushes)
+        fetch = {"step": step, "source": "derived: after the last backward op, no push running "
+                 "(a server fetches a tensor when its part of the step asks)"}  # fmt: skip
+        for start, end in subtract([(computed, pushed)], pushing):
             derived.append(
                 Span(rank, "network", WAIT, "wait for the servers to fetch the gradients",
-                     max(backward), first_push,
-                     {"step": step, "source": "derived: last backward op's end to the first "
-                      "push's start (a server fetches a tensor when its part of the step asks)"})
+                     int(start), int(end), dict(fetch))
             )  # fmt: skip
-        pushed = max(s.end_ns for s in pushes)
         pulled = min(s.start_ns for s in pulls)
         if pulled > pushed:
             derived.append(
