@@ -37,10 +37,11 @@ import numpy as np
 
 from archbench.p2p import sparse
 from archbench.p2p.shards import ShardPlan
+from archbench.settings import P2P_SCHEDULES
 from archbench.timeline.recorder import NULL_RECORDER
 from archbench.timeline.spans import COMM, UPDATE, WAIT
 
-SCHEDULES = ("naive", "staggered")
+SCHEDULES = P2P_SCHEDULES  # the settings' choices: one list
 GRADIENT_TAG = 41
 PARAMETER_TAG = 42
 KIND = {GRADIENT_TAG: "gradient", PARAMETER_TAG: "parameters"}  # what a message carries
