@@ -50,7 +50,7 @@ def test_each_stop_of_a_capped_thread_is_placed_over_the_time_it_lost(tmp_path: 
     hierarchy = cgroups.detect()
     library = nodelib.build_library(tmp_path)
     with cgroups.capped_group(hierarchy, QUOTA_US, PERIOD_US, "archbench-stops-") as group:
-        join = group / ("tasks" if hierarchy.version == "v1" else "cgroup.threads")
+        join = group / hierarchy.thread_list
         before = _throttled_ns(group)
         result = subprocess.run(
             [sys.executable, "-c", SPIN, str(join), str(group)],

@@ -48,6 +48,11 @@ class Hierarchy:
     cpu_root: Path  # the cpu controller's mount (v1) or the unified mount (v2)
     cpuacct_root: Path | None = None  # v1 only: where usage is counted, when mounted apart
 
+    @property
+    def thread_list(self) -> str:
+        """The file of a group that lists its threads, and that a thread joins by its id."""
+        return "tasks" if self.version == "v1" else "cgroup.threads"
+
     def node_dir(self, cluster: str, node: str) -> Path:
         return self.cpu_root / GROUP / cluster / node
 
@@ -181,18 +186,24 @@ def create_node_group(
             if level != cpu_dir:
                 _enable_cpu_controller(level)
             _write(level / "cpu.weight", str(V2_WEIGHT))
-    quota = str(node_quota_us) if node_quota_us is not None else None
     if hierarchy.version == "v1":
         _write(threads_dir / "cpu.shares", str(V1_SHARES))
-        _write(threads_dir / "cpu.cfs_period_us", str(period_us))
-        _write(threads_dir / "cpu.cfs_quota_us", quota or "-1")
     else:
         # A thread may sit apart from its process only in a threaded subtree.
         _write(threads_dir / "cgroup.type", "threaded")
         _enable_cpu_controller(cpu_dir)
         _enable_cpu_controller(threads_dir)
-        _write(threads_dir / "cpu.max", f"{quota or 'max'} {period_us}")
+    _write_cap(threads_dir, hierarchy, node_quota_us, period_us)
     return dirs
+
+
+def _write_cap(directory: Path, hierarchy: Hierarchy, quota_us: int | None, period_us: int) -> None:
+    """A group's CFS cap: `quota_us` per `period_us` (None: no quota)."""
+    if hierarchy.version == "v1":
+        _write(directory / "cpu.cfs_period_us", str(period_us))
+        _write(directory / "cpu.cfs_quota_us", str(quota_us) if quota_us is not None else "-1")
+    else:
+        _write(directory / "cpu.max", f"{quota_us if quota_us is not None else 'max'} {period_us}")
 
 
 @contextlib.contextmanager
@@ -203,11 +214,7 @@ def capped_group(
     (measurements of a cap alone: benchmarks, tests); every thread put in it must be gone."""
     directory = Path(tempfile.mkdtemp(prefix=prefix, dir=hierarchy.cpu_root))
     try:
-        if hierarchy.version == "v1":
-            _write(directory / "cpu.cfs_period_us", str(period_us))
-            _write(directory / "cpu.cfs_quota_us", str(quota_us))
-        else:
-            _write(directory / "cpu.max", f"{quota_us} {period_us}")
+        _write_cap(directory, hierarchy, quota_us, period_us)
         yield directory
     finally:
         directory.rmdir()
@@ -235,9 +242,8 @@ def uncapped_threads(hierarchy: Hierarchy, cluster: str, node: str) -> list[int]
     """Threads that live in the node's own group, outside every thread cap (sshd, and any
     thread of a process that has not placed it)."""
     node_dir = hierarchy.node_dir(cluster, node)
-    listing = "tasks" if hierarchy.version == "v1" else "cgroup.threads"
     with contextlib.suppress(OSError, ValueError):
-        return [int(tid) for tid in (node_dir / listing).read_text().split()]
+        return [int(tid) for tid in (node_dir / hierarchy.thread_list).read_text().split()]
     return []
 
 
