@@ -17,7 +17,10 @@ kept in one file for every cluster on the machine (`/run/archbench/idle-states.j
 dilated cluster saves them, the last one restores them, and a `down` after a killed `up` restores
 them too. Polling is idle time in the kernel's accounting, so the fidelity probe's idle share of
 the machine reads the same. A machine without haltpoll (bare metal, another hypervisor's guest) is
-left as it is, and records say so (`fidelity.idle_halt_poll_us` null).
+left as it is, and records say so (`fidelity.idle_halt_poll_us` null). So is a machine whose kernel
+has haltpoll's parameters but idles with another driver (or none: `cpuidle/current_driver`): the
+parameters are there and can be written, but no idle core reads them, and saying that its cores
+poll would be false.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import os
 from pathlib import Path
 
 PARAMETERS = Path("/sys/module/haltpoll/parameters")
+# The cpuidle driver the machine's idle cores run: the parameters count only under haltpoll.
+DRIVER = Path("/sys/devices/system/cpu/cpuidle/current_driver")
 SAVED = Path("/run/archbench/idle-states.json")
 # How long an idle core polls before it halts: longer than any gap between a node's bursts (the
 # CFS period, 10-20 ms up to D = 8), so a core waiting for the next period never halts.
@@ -40,15 +45,23 @@ HELD = (
 )
 
 
-def _available(parameters: Path) -> bool:
-    return all((parameters / name).exists() for name, _ in HELD)
+def driving(driver: Path = DRIVER) -> bool:
+    """Whether haltpoll is the driver the machine's idle cores run."""
+    try:
+        return driver.read_text().strip() == "haltpoll"
+    except OSError:
+        return False
 
 
-def hold(parameters: Path = PARAMETERS, saved: Path = SAVED) -> int | None:
+def _available(parameters: Path, driver: Path) -> bool:
+    return driving(driver) and all((parameters / name).exists() for name, _ in HELD)
+
+
+def hold(parameters: Path = PARAMETERS, saved: Path = SAVED, driver: Path = DRIVER) -> int | None:
     """Lets idle cores poll up to POLL_NS (saving the parameters as they were, unless a cluster
-    already did): the limit now set, or None where the machine has no haltpoll or its
-    parameters cannot be set."""
-    if not _available(parameters):
+    already did): the limit now set, or None where the machine's idle cores do not run haltpoll
+    or its parameters cannot be set."""
+    if not _available(parameters, driver):
         return None
     try:
         original = {name: (parameters / name).read_text().strip() for name, _ in HELD}
@@ -82,9 +95,11 @@ def release(saved: Path = SAVED) -> None:
     saved.unlink(missing_ok=True)
 
 
-def poll_us(parameters: Path = PARAMETERS) -> int | None:
-    """How long an idle core polls before it halts now, in µs (None: the machine has no
-    haltpoll)."""
+def poll_us(parameters: Path = PARAMETERS, driver: Path = DRIVER) -> int | None:
+    """How long an idle core polls before it halts now, in µs (None: the machine's idle cores
+    do not run haltpoll)."""
+    if not driving(driver):
+        return None
     with contextlib.suppress(OSError, ValueError):
         return int((parameters / "guest_halt_poll_ns").read_text()) // 1000
     return None
