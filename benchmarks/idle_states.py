@@ -21,29 +21,19 @@ import json
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 from archbench.cluster import cgroups, idlestates
 
 PERIOD_US = 12_500
+HERE = Path(__file__).resolve().parent
 PASS_CODE = r"""
 import json, os, sys, time
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import numpy as np
-import tensorflow as tf
-tf.config.threading.set_intra_op_parallelism_threads(1)
-tf.config.threading.set_inter_op_parallelism_threads(1)
-from archbench.models import build_model
-model = build_model(sys.argv[1], (28, 28, 1), 10, seed=1)
-x = tf.constant(np.random.default_rng(1).random((32, 28, 28, 1), dtype=np.float32))
-y = tf.constant(np.arange(32) % 10)
-loss_of = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-@tf.function
-def one_pass(x, y):
-    with tf.GradientTape() as tape:
-        loss = loss_of(y, model(x, training=True))
-    return loss, tape.gradient(loss, model.trainable_variables)
+sys.path.insert(0, sys.argv[4])  # this folder: the pass is cap_cost's
+from cap_cost import model_pass
+one_pass = model_pass(sys.argv[1])
 for _ in range(20):
-    float(one_pass(x, y)[0])
+    one_pass()
 group = sys.argv[3]
 if group:  # capped from here on: start-up ran at full speed
     with open(group, "w") as tasks:
@@ -55,7 +45,7 @@ cpu, wall = [], []
 for window in range(8):
     started, cpu_started, passes = time.perf_counter(), time.process_time(), 0
     while time.perf_counter() - started < float(sys.argv[2]):
-        float(one_pass(x, y)[0])
+        one_pass()
         passes += 1
     if window:  # the first window settles the cap's periods
         cpu.append((time.process_time() - cpu_started) / passes)
@@ -66,7 +56,7 @@ print(json.dumps({"cpu_s": sorted(cpu)[len(cpu) // 2], "wall_s": sorted(wall)[le
 
 def _measure(model: str, window_s: float, tasks_file: str) -> dict:
     result = subprocess.run(
-        [sys.executable, "-c", PASS_CODE, model, str(window_s), tasks_file],
+        [sys.executable, "-c", PASS_CODE, model, str(window_s), tasks_file, str(HERE)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return json.loads(result.stdout.strip().splitlines()[-1])

@@ -25,7 +25,10 @@ note says so).
 Each worker's drift has two parts (`timing.compute_core_share_per_rank`, archbench.cluster.cpumeter):
 the virtual cores its process's own threads got while computing, and the CPU one pass took of
 them. The note names for each drifted run which part moved. The first is the emulation's fault.
-The second has several causes, which the note lists: the machine's own speed when each run ran
+The second has several causes, which the note lists: a thread's caches emptied while its cap
+stopped it (on a machine whose cache other work shares, a pass capped at 1/D of a core cost
+1.2-2.3x its uncapped CPU at a 12.5 ms period, by how much the neighbours took: benchmarks/
+cap_cost.py), the machine's own speed when each run ran
 (measured here: the same TensorFlow pass cost 0.25-0.69 ms of CPU in capped processes started
 minutes apart, against 0.26 ms uncapped, while a plain matrix product cost within 7% of its
 uncapped CPU), caches shared with nodes computing at once, the engine's own call, and other
@@ -322,7 +325,9 @@ def _cause_words(drifted: pd.DataFrame) -> str:
         "share of a core than the baseline while computing (the node did not compute like a "
         "separate host: cores shared with other nodes, or the run's own threads in its budget), "
         f"{cost} a worker whose pass took a different amount of its process's CPU than the "
-        "baseline's (the machine's speed when each ran, caches shared with nodes computing at "
+        "baseline's (the machine's speed when each ran, a capped thread's caches emptied while "
+        "its cap stopped it, as much as the machine's other users took them at the time "
+        "(`python benchmarks/cap_cost.py` measures it), caches shared with nodes computing at "
         "once, the engine's own call, or other threads of the process working during the pass: "
         f"a parameter server's gRPC pollers share their process's core){both_small}."
     )
