@@ -34,26 +34,14 @@ import contextlib
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
 from archbench.cluster import cgroups
+from archbench.cluster.capcost import alternate, gather_work
 
 WORKING_SETS_MB = (0.25, 2.0, 8.0)
-
-
-def gather_work(megabytes: float) -> Callable[[], None]:
-    """One unit: every element of a `megabytes` working set (int64 data and int64 indices
-    together) read once, the data in a random order."""
-    count = max(1, int(megabytes * 2**20 / 16))
-    rng = np.random.default_rng(1)
-    data = rng.integers(0, 2**31, size=count)
-    order = rng.permutation(count)
-    sink = np.empty(count, dtype=data.dtype)
-    return lambda: np.take(data, order, out=sink)
 
 
 def model_pass(model: str) -> Callable[[], None]:
@@ -77,51 +65,6 @@ def model_pass(model: str) -> Callable[[], None]:
         return loss, tape.gradient(loss, network.trainable_variables)
 
     return lambda: float(forward_backward(x, y)[0])
-
-
-def move_to(hierarchy: cgroups.Hierarchy, group: Path) -> None:
-    """Every thread of this process into `group` (v2: the whole process)."""
-    if hierarchy.version == "v2":
-        (group / "cgroup.procs").write_text(str(os.getpid()))
-        return
-    for thread in os.listdir("/proc/self/task"):
-        with contextlib.suppress(ProcessLookupError):
-            (group / "tasks").write_text(thread)
-
-
-def cpu_per_unit(work: Callable[[], None], wall_s: float) -> float:
-    """CPU seconds of this process per unit of `work`, repeated for `wall_s` of real time."""
-    work()  # the first unit after a move pays for the move
-    started, cpu_started, units = time.perf_counter(), time.process_time(), 0
-    while time.perf_counter() - started < wall_s:
-        work()
-        units += 1
-    return (time.process_time() - cpu_started) / units
-
-
-def measure(
-    hierarchy: cgroups.Hierarchy,
-    work: Callable[[], None],
-    groups: dict[float, Path],
-    dilation: float,
-    rounds: int,
-    window_s: float,
-) -> tuple[list[float], dict[float, list[float]]]:
-    """(uncapped CPU per unit, {period ms: capped CPU per unit}), one of each per round, the
-    windows alternating; a capped window lasts D times an uncapped one (the same CPU)."""
-    for _ in range(20):
-        work()  # warm: tracing, allocations
-    uncapped, capped = [], {period: [] for period in groups}
-    try:
-        for _ in range(rounds):
-            for period, group in groups.items():
-                move_to(hierarchy, hierarchy.cpu_root)
-                uncapped.append(cpu_per_unit(work, window_s))
-                move_to(hierarchy, group)
-                capped[period].append(cpu_per_unit(work, window_s * dilation))
-    finally:
-        move_to(hierarchy, hierarchy.cpu_root)
-    return uncapped, capped
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 cgroups.capped_group(hierarchy, quota_us, period_us, "archbench-capcost-")
             )
         for name, work in works.items():
-            uncapped, capped = measure(
+            uncapped, capped = alternate(
                 hierarchy, work, groups, args.dilation, args.rounds, args.window_s
             )
             base = statistics.median(uncapped)

@@ -71,6 +71,10 @@ def test_caps_hold_every_thread_and_are_removed_by_down() -> None:
         assert "links 100mbit each way in virtual time (tc 25000kbit)" in up.stdout
         state = load_state(name)
         assert state is not None and state.dilation == 4 and state.vcpus_per_node == 2
+        # what a stop costs a capped thread here, measured at up and said (its value is the
+        # machine's; a ratio far from 1 either way is not what a cap can do to CPU time alone)
+        assert state.cap_cost_ratio is not None and 0.5 < state.cap_cost_ratio < 20
+        assert f"working set cost {state.cap_cost_ratio:.2f}x its uncapped CPU" in up.stdout
         hierarchy = cgroups.detect()
         for node in state.nodes:
             group = hierarchy.node_dir(name, node.name)

@@ -175,6 +175,7 @@ def _record(run_id: str, arch: str, workers: int, compute_s: list[float], **more
             "emulated": True,
             "dilation": 3.0,
             "machine_idle_share": more.get("idle", 0.3),
+            "cap_cost_ratio": more.get("cap_cost", None),
             "nodes": {host: {"core_wait_share": more.get("wait", 0.01)} for host in hosts},
         },
     )
@@ -288,3 +289,26 @@ def test_a_drift_is_named_by_its_part_less_of_a_core_or_costlier_work(tmp_path: 
     assert "0.70 virtual cores against the baseline's 0.98" in note
     assert "Of the 2 whose CPU was metered, 1 had a worker get a different share" in note
     assert ", 1 a worker whose pass took a different amount of its process's CPU" in note
+
+
+def test_capped_work_that_cost_more_cpu_at_up_is_said(tmp_path: Path) -> None:
+    def notes_for(*cap_costs: float | None) -> list[str]:
+        folder = tmp_path / "-".join(str(value) for value in cap_costs)
+        folder.mkdir()
+        records = [
+            _record(f"run{k}", "ring", 2, [0.0010, 0.0010], cap_cost=value)
+            for k, value in enumerate(cap_costs)
+        ]
+        study = _study(folder, _record("base", "single", 1, [0.0010, 0.0010], companions=1),
+                       *records)  # fmt: skip
+        return [n for n in fidelity_notes(study.ok) if n.startswith("Capped work")]
+
+    (note,) = notes_for(1.46, 1.62, None)
+    assert (
+        "cost 1.46-1.62× its uncapped CPU (over 1.1× for 2 of the 2 runs whose cluster measured it)"
+        in note
+    )
+    (note,) = notes_for(1.5, 1.5)
+    assert "cost 1.50× its uncapped CPU" in note
+    assert notes_for(1.04, 1.08) == []  # within the drift limit: as a host would
+    assert notes_for(None) == []  # older records: not measured

@@ -234,6 +234,30 @@ def _oversubscription_note(ok: pd.DataFrame) -> str | None:
     )
 
 
+def _cap_cost_note(ok: pd.DataFrame) -> str | None:
+    """Where the study's clusters measured, when they came up, that capped work costs more CPU
+    than uncapped (archbench.cluster.capcost): every compute time is slower than a host's."""
+    if "cap_cost_ratio" not in ok:
+        return None
+    ratios = ok.loc[ok["emulated"], "cap_cost_ratio"].dropna()
+    if ratios.empty or ratios.max() <= 1 + DRIFT_LIMIT:
+        return None
+    low, high = ratios.min(), ratios.max()
+    measured = f"{low:.2f}×" if round(low, 2) == round(high, 2) else f"{low:.2f}-{high:.2f}×"
+    costly = int((ratios > 1 + DRIFT_LIMIT).sum())
+    return (
+        f"Capped work costs more here: when the cluster came up, a capped thread's 2 MB working "
+        f"set cost {measured} its uncapped CPU (over {1 + DRIFT_LIMIT:.1f}× for {costly} of the "
+        f"{len(ratios)} runs whose cluster measured it). Its caches emptied while its cap "
+        "stopped it (other work on the same hardware took them), so a dilated node computes "
+        "slower than the host it stands for, by about that much and more for a larger working "
+        "set (`python benchmarks/cap_cost.py` measures a model's pass), and by how much moves "
+        "with that other work from minute to minute. Compute times, and the share of a step "
+        "they take, are overstated by it; a longer `cluster up --cfs-period-ms` stops the "
+        "threads less often, at the price of longer stalls (archbench/cluster/README.md)."
+    )
+
+
 def fidelity_notes(ok: pd.DataFrame) -> list[str]:
     """Data-quality lines: runs whose workers drifted from the baseline, runs on an
     oversubscribed machine, nodes with no caps."""
@@ -252,6 +276,9 @@ def fidelity_notes(ok: pd.DataFrame) -> list[str]:
     overloaded = _oversubscription_note(ok)
     if overloaded:
         notes.append(overloaded)
+    costly = _cap_cost_note(ok)
+    if costly:
+        notes.append(costly)
     table = drift_table(ok)
     judged = len(table)
     if not judged:

@@ -70,6 +70,7 @@ FIELD_COLUMNS: dict[str, str] = {
     "dilation": "cluster.dilation",
     "companions": "config.companions",
     "machine_idle_share": "fidelity.machine_idle_share",
+    "cap_cost_ratio": "fidelity.cap_cost_ratio",
     "step_s": "timing.step_s_median",
     "step_s_p10": "timing.step_s_p10",
     "step_s_p90": "timing.step_s_p90",

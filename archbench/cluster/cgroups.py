@@ -208,11 +208,12 @@ def _write_cap(directory: Path, hierarchy: Hierarchy, quota_us: int | None, peri
 
 @contextlib.contextmanager
 def capped_group(
-    hierarchy: Hierarchy, quota_us: int, period_us: int, prefix: str
+    hierarchy: Hierarchy, quota_us: int, period_us: int, prefix: str, parent: Path | None = None
 ) -> Iterator[Path]:
-    """A temporary group of no cluster, capped at `quota_us` per `period_us`, removed afterwards
-    (measurements of a cap alone: benchmarks, tests); every thread put in it must be gone."""
-    directory = Path(tempfile.mkdtemp(prefix=prefix, dir=hierarchy.cpu_root))
+    """A temporary group capped at `quota_us` per `period_us`, removed afterwards (measurements
+    of a cap alone: benchmarks, tests, `up`); every thread put in it must be gone. In `parent`
+    (a cluster's group, whose `down` removes what a killed measurement left), else at the top."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix, dir=parent or hierarchy.cpu_root))
     try:
         _write_cap(directory, hierarchy, quota_us, period_us)
         yield directory

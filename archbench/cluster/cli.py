@@ -282,6 +282,11 @@ def describe(state: ClusterState) -> str:
     waits = f"idle waits nap {state.idle_nap_us} us" if state.idle_nap_us else "idle waits spin"
     if state.idle_poll_ns:
         waits += f", idle cores poll {state.idle_poll_ns / 1e6:g} ms before halting"
+    if state.cap_cost_ratio is not None:
+        waits += (
+            f", a capped thread's 2 MB working set cost {state.cap_cost_ratio:.2f}x its uncapped "
+            "CPU at up (its caches refilled after each stop)"
+        )
     lines = [
         f"{state.name}: {condition}, {len(state.nodes)} nodes, {links}, {caps}, {waits}, "
         f"subnet {state.subnet} on bridge {state.bridge} (host {state.bridge_address})"

@@ -218,6 +218,10 @@ class FidelityProbe:
             # how long the machine's idle cores polled before halting, between the nodes'
             # bursts (archbench.cluster.idlestates; null: no haltpoll on this machine)
             "idle_halt_poll_us": idlestates.poll_us(),
+            # the CPU of the same work capped over uncapped when the cluster came up
+            # (archbench.cluster.capcost): above 1, every compute time is that much slower
+            # than a host's
+            "cap_cost_ratio": state.cap_cost_ratio,
             "link": state.bandwidth.text,
             "link_rate": state.link_rate.text,
             "window_s": window_s / factor,

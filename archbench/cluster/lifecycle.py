@@ -11,7 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archbench.bandwidth import Bandwidth
-from archbench.cluster import blocks, cgroups, hostfiles, idlestates, network, nodelib, slurm, sshd
+from archbench.cluster import (
+    blocks,
+    capcost,
+    cgroups,
+    hostfiles,
+    idlestates,
+    network,
+    nodelib,
+    slurm,
+    sshd,
+)
 from archbench.cluster.idlewait import LIBRARY_NAME
 from archbench.cluster.spec import ClusterSpec
 from archbench.cluster.state import (
@@ -256,6 +266,13 @@ def _build(state: ClusterState) -> None:
             [Path(path) for path in node.cgroup_dirs],
             cgroups.node_mount_script(hierarchy) if hierarchy is not None else "",
         )  # fmt: skip
+        save_state(state)
+    if hierarchy is not None and dilation is not None:
+        # what a stop costs a capped thread here (its caches refilled after each): the
+        # condition every record of this cluster carries
+        state.cap_cost_ratio = capcost.measure(
+            dilation.factor, dilation.cfs_period_us, hierarchy.cluster_dirs(state.name)[0]
+        )
         save_state(state)
     for node in state.nodes:
         sshd.wait_until_listening(node.address, node.sshd_pid, directory / node.name / "sshd.log")
