@@ -40,6 +40,8 @@ import numpy as np
 
 from archbench.cluster import cgroups
 from archbench.cluster.capcost import alternate, gather_work
+from archbench.cluster.dilation import Dilation
+from archbench.errors import UsageError
 
 WORKING_SETS_MB = (0.25, 2.0, 8.0)
 
@@ -80,9 +82,18 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"cap_cost: --periods-ms {args.periods_ms!r} is not a list of numbers")
         return 2
-    if args.dilation <= 1 or not all(1 <= period <= 1000 for period in periods):
-        print("cap_cost: --dilation must exceed 1 and each period lie in 1..1000 ms")
+    if args.dilation <= 1:
+        print("cap_cost: --dilation must exceed 1")
         return 2
+    caps = {}  # period ms: (period, quota) in µs
+    for period in periods:
+        period_us = int(period * 1000)
+        caps[period] = (period_us, Dilation(args.dilation, 1, period_us).thread_quota_us)
+        try:
+            cgroups.check_period(*caps[period])
+        except UsageError as exc:
+            print(f"cap_cost: {exc}")
+            return 2
     hierarchy = cgroups.detect()
     if hierarchy is None:
         print("cap_cost: no cgroup cpu controller on this machine")
@@ -98,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         groups = {}
         for period in periods:
-            period_us = int(period * 1000)
-            quota_us = int(period_us / args.dilation)
-            cgroups.check_period(period_us, quota_us)
+            period_us, quota_us = caps[period]
             groups[period] = stack.enter_context(
                 cgroups.capped_group(hierarchy, quota_us, period_us, "archbench-capcost-")
             )

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from archbench.cluster import cgroups
+from archbench.cluster.dilation import Dilation
 
 WORKING_SET_MB = 2.0
 ROUNDS = 5
@@ -56,7 +57,7 @@ def move_to(hierarchy: cgroups.Hierarchy, group: Path) -> None:
         return
     for thread in os.listdir("/proc/self/task"):
         with contextlib.suppress(ProcessLookupError):
-            (group / "tasks").write_text(thread)
+            (group / hierarchy.thread_list).write_text(thread)
 
 
 def cpu_per_unit(work: Callable[[], None], wall_s: float) -> float:
@@ -103,7 +104,7 @@ def measure(dilation: float, period_us: int, parent: Path | None = None) -> floa
     hierarchy = cgroups.detect()
     if hierarchy is None or dilation <= 1:
         return None
-    quota_us = max(cgroups.MIN_QUOTA_US, int(period_us / dilation))
+    quota_us = max(cgroups.MIN_QUOTA_US, Dilation(dilation, 1, period_us).thread_quota_us)
     try:
         with cgroups.capped_group(
             hierarchy, quota_us, period_us, "archbench-capcost-", parent
