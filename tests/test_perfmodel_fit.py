@@ -13,6 +13,7 @@ from record_files import write_records
 
 from archbench.cli import main
 from archbench.perfmodel.fit.fitting import (
+    describe,
     fit_model,
     noise_floor,
     split_link,
@@ -358,3 +359,19 @@ def test_ps_records_use_the_recorded_shard_plan() -> None:
     dilated = observation_from_record(_record("p2", "ps", "toy", 2, 32, "1gbit", 2, 0.5, 0.01))
     assert dilated.config.cpu_sharing_ranks == 1
     assert dilated.config.link_burst_bytes == 125_000
+
+
+def test_a_configuration_is_named_by_where_its_servers_run() -> None:
+    """Validation tables name each configuration: a server on a host of its own, beside a
+    worker, or every process on one host (which crosses no link) are three configurations."""
+    spread = _record("p1", "ps", "toy", 2, 32, "1gbit", 1, 0.5, 0.01)
+    beside = _record("p2", "ps", "toy", 2, 32, "1gbit", 1, 0.5, 0.01)
+    beside["cluster"]["hosts"] = ["node1", "node1", "node2"]
+    one_host = _record("p3", "ps", "toy", 2, 32, "1gbit", 1, 0.5, 0.01)
+    one_host["cluster"]["hosts"] = ["node1"] * 3
+    names = [describe(observation_from_record(r)) for r in (spread, beside, one_host)]
+    assert [name.split(" ps=1 ")[1].split()[0] for name in names] == [
+        "dedicated",
+        "colocated",
+        "one-host",
+    ]

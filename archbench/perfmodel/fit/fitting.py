@@ -451,6 +451,8 @@ def describe(obs: Observation) -> str:
     if c.placement.ps_hosts:
         shared = set(c.placement.ps_hosts) & set(c.placement.worker_hosts)
         where = "colocated" if shared else "dedicated"
+        if len(set(c.placement.hosts)) == 1:  # every process on one host: no link crossed
+            where = "one-host"
         extra = f" ps={c.num_ps} {where} {'sync' if c.sync else 'async'} {c.ps_sharding}"
     elif c.key != c.arch:  # a variant of its architecture (the p2p schedule)
         extra = f" {c.key.split('-', 1)[1]}"
