@@ -18,14 +18,12 @@ About 40 s a round for mlp, 60 s for cnn, on a two-core machine.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from dilation_reference import ENV, ROOT
+from dilation_reference import run_timing
 
 
 def compute_of(arch: str, model: str, steps: int, out: Path) -> tuple[float, float]:
@@ -39,11 +37,7 @@ def compute_of(arch: str, model: str, steps: int, out: Path) -> tuple[float, flo
         *(["--num-ps", "1"] if arch == "ps" else []),
     ]  # fmt: skip
     out.unlink(missing_ok=True)
-    done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True)
-    records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
-    if done.returncode != 0 or not records:
-        raise SystemExit(f"{arch} {model} failed: {(done.stderr or done.stdout)[-800:]}")
-    timing = records[-1]["timing"]
+    timing = run_timing(command, out, f"{arch} {model}")
     calls = [value for value in timing.get("dispatch_s_per_rank") or [] if value]
     return timing["compute_s_median"], statistics.median(calls) if calls else float("nan")
 

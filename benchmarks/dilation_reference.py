@@ -53,6 +53,16 @@ def pin_nodes() -> None:
                        check=True, capture_output=True)  # fmt: skip
 
 
+def run_timing(command: list[str], out: Path, what: str) -> dict:
+    """The `timing` of the record a training command appends to `out` (its last one); exits
+    with the command's own error when it fails or writes none."""
+    done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True)
+    records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    if done.returncode != 0 or not records:
+        raise SystemExit(f"{what} failed: {(done.stderr or done.stdout)[-800:]}")
+    return records[-1]["timing"]
+
+
 def train(arch: str, model: str, steps: int, out: Path) -> dict:
     hosts = f"{PREFIX}1:2,{PREFIX}2:1" if arch == "ps" else f"{PREFIX}1:1,{PREFIX}2:1"
     ranks = {"single": 1, "ps": 3}.get(arch, 2)
@@ -63,11 +73,7 @@ def train(arch: str, model: str, steps: int, out: Path) -> dict:
         "--steps", str(steps), "--batch-size", "32", "--threads", "1", "--eval-samples", "500",
         "--out", str(out), *extra,
     ]  # fmt: skip
-    done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True)
-    records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
-    if done.returncode != 0 or not records:
-        raise SystemExit(f"{arch} failed: {(done.stderr or done.stdout)[-800:]}")
-    timing = records[-1]["timing"]
+    timing = run_timing(command, out, arch)
     return {
         "step_median": timing["step_s_median"],
         "step_mean": timing["step_s_mean"],

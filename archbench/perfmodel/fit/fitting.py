@@ -33,6 +33,7 @@ from archbench.errors import UsageError
 from archbench.perfmodel.fit.records import Observation
 from archbench.perfmodel.measure.calibration import Calibration, ComputeLine, fit_compute_line
 from archbench.perfmodel.model.predictor import ArchParams, ModelParams, predict_step
+from archbench.record.schema import placement_of
 
 SINGLE = "single"
 # Architectures whose exchange can start during the backward pass: Horovod allreduces each
@@ -449,10 +450,9 @@ def describe(obs: Observation) -> str:
     link = "lo" if bits is None else f"{bits / 1e6:g}Mbit"
     extra = ""
     if c.placement.ps_hosts:
-        shared = set(c.placement.ps_hosts) & set(c.placement.worker_hosts)
-        where = "colocated" if shared else "dedicated"
-        if len(set(c.placement.hosts)) == 1:  # every process on one host: no link crossed
-            where = "one-host"
+        hosts, roles = list(c.placement.hosts), list(c.placement.roles)
+        # every process on one host crosses no link: a configuration of its own
+        where = "one-host" if len(set(hosts)) == 1 else placement_of(hosts, roles)
         extra = f" ps={c.num_ps} {where} {'sync' if c.sync else 'async'} {c.ps_sharding}"
     elif c.key != c.arch:  # a variant of its architecture (the p2p schedule)
         extra = f" {c.key.split('-', 1)[1]}"
