@@ -30,13 +30,13 @@ from archbench.perfmodel.model.predictor import ArchParams, ModelParams, predict
 # shard plan falls back to an even split and no TensorFlow is needed.
 PARAM_BYTES = {"toy": 4.0e5, "big": 8.0e6}
 # Made with the terms a fit may add (per-step overhead, the links' efficiency shared by every
-# architecture, the ring's overlap, host per-byte work shared by ring and p2p), so a fit can
-# recover them.
+# architecture, the ring's overlap, host per-byte work shared by ring and p2p, the PS's pulls
+# served partly in turn), so a fit can recover them.
 TRUTH = ModelParams(
     arch={
         "ring": ArchParams(overhead_s=1e-3, efficiency=1.2, overlap=0.3, gamma_s_per_byte=1e-9),
         "p2p-staggered": ArchParams(overhead_s=2e-3, efficiency=1.2, gamma_s_per_byte=1e-9),
-        "ps-sync": ArchParams(overhead_s=5e-4, efficiency=1.2),
+        "ps-sync": ArchParams(overhead_s=5e-4, efficiency=1.2, pull_stagger=0.4),
     },
     compute={"toy": ComputeLine(0.002, 2e-5), "big": ComputeLine(0.01, 3e-4)},
 )
@@ -203,15 +203,15 @@ def test_shared_terms_are_one_value_for_every_architecture(tmp_path: Path) -> No
     observations = study_observations(write_study(tmp_path / "study"))
     result = fit_model(split_workers(observations, 2).train, CALIB)
     terms = {t.term.name: t for t in result.terms}
-    efficiency = terms["link efficiency [p2p-staggered, ring]"]
+    efficiency = terms["link efficiency [p2p-staggered, ps-sync, ring]"]
     assert efficiency.fitted
     values = {result.params.for_key(k).efficiency for k in efficiency.term.keys}
     assert len(values) == 1 and values.pop() == pytest.approx(1.2, rel=0.05)
-    # a PS's server link is its own term (its pushes and pulls overlap across workers in ways
-    # the phases do not price): fitted apart, here to the same links
-    server = terms["server link efficiency [ps-sync]"]
-    assert server.fitted and result.params.for_key("ps-sync").efficiency == pytest.approx(
-        1.2, rel=0.05
+    # the PS's own term: how far its server sends the pulls in turn (one server, two workers
+    # on its link tell it from the links' efficiency)
+    stagger = terms["pulls served in turn [ps-sync]"]
+    assert stagger.fitted and result.params.for_key("ps-sync").pull_stagger == pytest.approx(
+        0.4, abs=0.05
     )
     # p2p exchanges after the backward pass: it has no overlap term to fit
     assert "overlap with compute [p2p-staggered]" not in terms
@@ -222,12 +222,12 @@ def test_a_term_the_calibration_measured_is_not_fitted_again(tmp_path: Path) -> 
     measured = replace(CALIB, measured=(*CALIB.measured, "link_efficiency"))
     result = fit_model(split_workers(observations, 2).train, measured)
     terms = {t.term.name: t for t in result.terms}
-    shared = terms["link efficiency [p2p-staggered, ring]"]
+    shared = terms["link efficiency [p2p-staggered, ps-sync, ring]"]
     assert not shared.fitted and "measured by the calibration" in shared.reason
     # the calibrated value stands in the predictions (the links' own efficiency is the
     # calibration's: 1 here), where the study's links were 1.2: the fit cannot undo it
     assert result.params.for_key("ring").efficiency == 1.0
-    assert terms["server link efficiency [ps-sync]"].fitted
+    assert terms["pulls served in turn [ps-sync]"].fitted
 
 
 def test_fit_then_validate_never_scores_fitted_runs(tmp_path: Path, capsys) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from archbench.bandwidth import parse_bandwidth
@@ -112,13 +114,44 @@ def test_placement_changes_which_link_is_loaded() -> None:
     assert comm.own_comm_s == pytest.approx(2 * ALPHA + 8e-4)
     # asynchronous: pushes and pulls of a round overlap on the full-duplex links: 6e-4
     assert comm.bottleneck_s == pytest.approx(6e-4)
-    # 0.1 ms of server time per tensor request, 3 tensors on PS0: 2 workers * 2 * 3 * 1e-4
+    # 0.1 ms of server time per tensor request, 3 tensors on PS0: it answers 2 workers * 2 * 3
+    # = 1.2e-3 of requests while its link moves 1.2e-3 of bytes, so none of that is exposed;
+    # each worker's own 2 * (3 + 1) requests, 8e-4, are on its path
     busy = F.ps_placed([3e5, 1e5], two_ps, NET, per_request_s=1e-4, variables_per_ps=[3, 1])
-    assert busy.sync_comm_s == pytest.approx(2 * ALPHA + 1.2e-3 + 1.2e-3)
+    assert busy.sync_comm_s == pytest.approx(2 * ALPHA + 1.2e-3 + 8e-4)
+    assert busy.parts[F.REQUESTS] == pytest.approx(8e-4)
+    # at 1 ms a request the server's 1.2e-2 outlasts its link's 1.2e-3 by 1.08e-2, more than a
+    # worker's own 8e-3
+    slow = F.ps_placed([3e5, 1e5], two_ps, NET, per_request_s=1e-3, variables_per_ps=[3, 1])
+    assert slow.parts[F.REQUESTS] == pytest.approx(1.2e-2 - 1.2e-3)
     # alone, a worker still issues 2 * (3 + 1) requests: 8e-4
     assert busy.own_comm_s == pytest.approx(2 * ALPHA + 8e-4 + 8e-4)
     # asynchronous rounds: requests of different workers are served concurrently
     assert busy.bottleneck_s == pytest.approx(6e-4)
+
+
+def test_pulls_served_in_turn_let_early_workers_push_during_the_pull_phase() -> None:
+    """One server, 4 dedicated workers, M = 1e6 B at 1 ns/B: pushes then pulls in turn take
+    4M + 4M = 8e-3; served one worker after another, the last pull ends at 4M and that
+    worker's push at 5M = 5e-3 (the others pushed while it waited); a stagger of 0.5 prices
+    the exchange half way, 6.5e-3. One remote worker (the rest beside the server) gains
+    nothing: it pulls, computes and pushes alone on the link."""
+    dedicated = F.Placement(hosts=("P", "A", "B", "C", "D"), roles=(F.PS,) + (F.WORKER,) * 4)
+    links = {
+        stagger: F.ps_placed([M], dedicated, NET, pull_stagger=stagger).parts[F.SERVER_LINK]
+        for stagger in (0.0, 0.5, 1.0)
+    }
+    assert links == pytest.approx({0.0: 8e-3, 0.5: 6.5e-3, 1.0: 5e-3})
+    one_remote = F.Placement(hosts=("P", "P", "B"), roles=(F.PS, F.WORKER, F.WORKER))
+    assert F.ps_placed([M], one_remote, NET, pull_stagger=1.0).sync_comm_s == pytest.approx(
+        2 * ALPHA + 2e-3
+    )
+    # two servers, each holding half: a worker's own link carries as much as each server's,
+    # so no worker can push early enough to gain
+    two_ps = F.Placement(hosts=("P", "Q", "A", "B"), roles=(F.PS, F.PS, F.WORKER, F.WORKER))
+    assert F.ps_placed([M / 2, M / 2], two_ps, NET, pull_stagger=1.0).parts[
+        F.SERVER_LINK
+    ] == pytest.approx(2e-3)
 
 
 def test_alpha_beta_fit_recovers_a_line() -> None:
@@ -144,28 +177,32 @@ def _calib(**server) -> Calibration:
 def test_ps_requests_and_server_update_by_hand() -> None:
     """One server, 2 workers, M = 1e6 B in 4 variables, 1 Gbit/s (8 ns/B), alpha 1e-5:
     links 2 phases x 2 x 1e6 x 8e-9 = 3.2e-2 and latency 2e-5, as without server costs;
-    requests: the server answers a push and a pull of each of its 4 variables from each of
-    2 workers, 2 x max(2 x 4, 4) = 16 requests x 50 us = 8e-4; update: it absorbs 2
-    gradients of 1e6 B at 1 ns/B and updates its 1e6 B shard at 2 ns/B: 1e6 x (2e-9 + 2e-9)
-    = 4e-3."""
+    requests: each worker issues a push and a pull of each of the 4 variables, 8 x 50 us =
+    4e-4 on its path (the server's 16 x 50 us = 8e-4 run while its link is busy, 3.2e-2);
+    update: it absorbs 2 gradients of 1e6 B at 1 ns/B and updates its 1e6 B shard at 2 ns/B:
+    1e6 x (2e-9 + 2e-9) = 4e-3. On an unshaped link (1e-12 s/B: 4e-6 of link time) the
+    server's requests outlast the link: 8e-4 - 4e-6 are exposed."""
     calib = _calib(ps_request_s=50e-6, ps_accumulate_s_per_byte=1e-9, ps_apply_s_per_byte=2e-9)
     one = StepConfig("ps", "toy", 32, M, default_placement("ps", 2, 1, "dedicated", None),
                      bandwidth_bits=1e9, ps_plan=((M,), (4,)))  # fmt: skip
     pred = predict_step(one, ModelParams(), calib)
-    assert pred.parts[F.REQUESTS] == pytest.approx(8e-4)
+    assert pred.parts[F.REQUESTS] == pytest.approx(4e-4)
     assert pred.parts[F.SERVER_UPDATE] == pytest.approx(4e-3)
-    assert pred.comm_s == pytest.approx(3.2e-2 + 2e-5 + 8e-4 + 4e-3)
+    assert pred.comm_s == pytest.approx(3.2e-2 + 2e-5 + 4e-4 + 4e-3)
     assert pred.terms["busiest_ps_requests"] == 16
+    unshaped = predict_step(replace(one, bandwidth_bits=None), ModelParams(), calib)
+    assert unshaped.parts[F.REQUESTS] == pytest.approx(8e-4 - 4e-6)
     # Two servers holding 6e5 B in 3 variables and 4e5 B in 1: server 0 works longest,
-    # 6e5 x (2 x 1e-9 + 2e-9) = 2.4e-3 updating and 2 x max(2 x 3, 4) x 50 us = 6e-4
-    # answering (server 1: 1.6e-3 and 2e-4). Its link takes 2 x 6e5 B per phase: 2 x 9.6e-3.
+    # 6e5 x (2 x 1e-9 + 2e-9) = 2.4e-3 updating and 2 x 2 x 3 x 50 us = 6e-4 answering
+    # (server 1: 1.6e-3 and 2e-4). Its link takes 2 x 6e5 B per phase: 2 x 9.6e-3, which hides
+    # the answering; a worker's own 2 x (3 + 1) requests, 4e-4, remain.
     two = StepConfig("ps", "toy", 32, M, default_placement("ps", 2, 2, "dedicated", None),
                      bandwidth_bits=1e9, ps_plan=((6e5, 4e5), (3, 1)))  # fmt: skip
     pred = predict_step(two, ModelParams(), calib)
     assert pred.terms["busiest_ps"] == 0
-    assert pred.terms["requests_s"] == pytest.approx(6e-4)
+    assert pred.terms["requests_s"] == pytest.approx(4e-4)
     assert pred.terms["server_update_s"] == pytest.approx(2.4e-3)
-    assert pred.comm_s == pytest.approx(2 * 9.6e-3 + 2e-5 + 2.4e-3 + 6e-4)
+    assert pred.comm_s == pytest.approx(2 * 9.6e-3 + 2e-5 + 2.4e-3 + 4e-4)
 
 
 def test_predict_step_composes_compute_and_exposed_comm() -> None:

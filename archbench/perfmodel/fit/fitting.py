@@ -223,6 +223,7 @@ TERM_WORDS = {
     "overlap": "overlap with compute",
     "gamma_s_per_byte": "host per-byte work",
     "alpha_s": "extra per-message latency",
+    "pull_stagger": "pulls served in turn",
 }
 # Fit terms a calibration can measure (ArchParams field -> the name in Calibration.measured):
 # the links' efficiency is the between-host ping-pong's rate over the shaped link's.
@@ -239,21 +240,23 @@ SEPARATION = 0.25
 def candidate_terms(keys: Sequence[str]) -> list[Term]:
     """The terms a fit may add, in the order it tries them: a fixed overhead per step of each
     architecture variant (physics the microbenchmarks do not time: the framework's own step),
-    the links' efficiency (shared: every architecture's bytes cross the same links), the
-    share of communication each that can (OVERLAPPING) hides behind compute, the host's per-byte work (shared: the
-    copies and sums of ring and p2p run on the same cores), and an extra per-message latency."""
+    the links' efficiency (shared: every architecture's bytes cross the same links), how far a
+    synchronous PS's pulls are served in turn, the share of communication each that can
+    (OVERLAPPING) hides behind compute, the host's per-byte work (shared: the copies and sums
+    of ring and p2p run on the same cores), and an extra per-message latency."""
     distributed = sorted(k for k in keys if k != SINGLE)
     terms = [Term("overhead_s", (k,), 1e-3, 0.0, 10.0, 0.0) for k in distributed]
-    served = [k for k in distributed if has_servers(k.split("-")[0])]
-    peers = tuple(k for k in distributed if k not in served)
-    if peers:
-        terms.append(Term("efficiency", peers, 1.0, 0.5, 20.0, 1.0, None, "link_efficiency"))
-    # A PS's step is priced as every worker's pushes, then every pull; a worker whose pull
-    # ended early computes and pushes while the server still sends the others theirs, which
-    # the two phases do not see. The server link's efficiency is the PS's own term, and no
-    # microbenchmark of one worker measures it.
+    if distributed:
+        terms.append(
+            Term("efficiency", tuple(distributed), 1.0, 0.5, 20.0, 1.0, None, "link_efficiency")
+        )
+    # How far a synchronous PS's servers send the pulls one worker after another: a worker
+    # whose pull ended computes and pushes while the others still pull. It needs several
+    # workers on one server's link, and no microbenchmark of one worker measures it.
     terms += [
-        Term("efficiency", (k,), 1.0, 0.5, 20.0, 1.0, "server link efficiency") for k in served
+        Term("pull_stagger", (k,), 1.0, 0.0, 1.0, 0.0)
+        for k in distributed
+        if has_servers(k.split("-")[0]) and not k.endswith("-async")
     ]
     terms += [
         Term("overlap", (k,), 1.0, 0.0, 1.0, 0.0)

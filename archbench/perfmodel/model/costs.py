@@ -123,7 +123,7 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
     per_request = calib.ps_request_s + arch.alpha_s
     ps = F.ps_placed(
         shards, config.placement, network, calib.ps_accumulate_s_per_byte + arch.gamma_s_per_byte,
-        per_request, counts, push, pull, calib.ps_apply_s_per_byte,
+        per_request, counts, push, pull, calib.ps_apply_s_per_byte, arch.pull_stagger,
     )  # fmt: skip
     busiest = ps.busiest_server
     workers = config.num_workers

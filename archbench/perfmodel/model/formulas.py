@@ -380,6 +380,39 @@ def _per_worker(
     return [list(given)] * workers  # type: ignore[arg-type]
 
 
+def _worker_flows(
+    sent: Sequence[Sequence[float]], placement: Placement, to_server: bool
+) -> list[list[tuple[str, str, float]]]:
+    """Each worker's flows to (push) or from (pull) every server, in worker order."""
+    return [
+        [
+            (w, p, s) if to_server else (p, w, s)
+            for p, s in zip(placement.ps_hosts, row, strict=True)
+        ]
+        for w, row in zip(placement.worker_hosts, sent, strict=True)
+    ]
+
+
+def _exchange_s(
+    pushes: Sequence[Sequence[tuple[str, str, float]]],
+    pulls: Sequence[Sequence[tuple[str, str, float]]],
+    network: Network,
+    pull_stagger: float,
+) -> float:
+    """A synchronous PS exchange's link time, from each worker's push and pull flows: the push
+    phase and the pull phase in turn, or, with the pulls served one worker after another, the
+    pull phase and then one worker's push (ps_placed's `pull_stagger` weighs the two)."""
+    push_s = phase_s([f for mine in pushes for f in mine], network)
+    pull_s = phase_s([f for mine in pulls for f in mine], network)
+    in_turn = push_s + pull_s
+    if pull_stagger <= 0.0:
+        return in_turn
+    own_push_s = max(phase_s(mine, network) for mine in pushes)
+    own_pull_s = max(phase_s(mine, network) for mine in pulls)
+    one_after_another = min(max(pull_s + own_push_s, own_pull_s + push_s), in_turn)
+    return (1.0 - pull_stagger) * in_turn + pull_stagger * one_after_another
+
+
 def ps_placed(
     message_bytes_per_ps: Sequence[float],
     placement: Placement,
@@ -390,6 +423,7 @@ def ps_placed(
     push_bytes_per_ps: Sequence[float] | None = None,
     pull_bytes_per_ps: Sequence[float] | None = None,
     update_s_per_byte: float = 0.0,
+    pull_stagger: float = 0.0,
 ) -> PsComm:
     """Push phase: worker w sends shard k to PS k; pull phase: PS k sends shard k back.
 
@@ -398,9 +432,17 @@ def ps_placed(
     `update_s_per_byte` for updating its shard once (S_k bytes): the busiest server's work is
     S_k * (W * gamma + update) (SERVER_UPDATE).
     per_request_s is the time per tensor request (TensorFlow moves each variable, or each
-    shard of one, in its own RecvTensor call): PS k serves 2 * W * n_k of them per step and
-    each worker issues 2 * sum_k n_k, one after another in the worst case, so the larger of
-    the two adds to the step and to the bottleneck demand. `push_bytes_per_ps`: what a worker
+    shard of one, in its own RecvTensor call): each worker issues 2 * sum_k n_k, one after
+    another in the worst case, on its own path; PS k answers 2 * W * n_k per step on its CPU
+    while its link moves other workers' bytes, so what of that exceeds the exchange's link
+    time is exposed too: the larger of the two adds to the step (REQUESTS).
+    `pull_stagger` (0..1, a fitted term): how far the pulls are served one worker after another
+    rather than all at once. With every pull sharing the server's link to the end, each worker
+    computes and pushes only after the whole pull phase (push + pull phases in turn); served
+    one after another, a worker whose pull ended computes and pushes while the server still
+    sends the others theirs, and the exchange ends one worker's push after the pull phase
+    (or one worker's pull before the end of the push phase, if pushes are the longer); the
+    exchange is priced between the two in that proportion. `push_bytes_per_ps`: what a worker
     pushes to each PS when it is not the shard (top-k's sparse pushes, sparse rows);
     `pull_bytes_per_ps`: what a worker pulls from each when it is not the shard (sparse rows:
     the rows its next batch reads); pulls are the shards otherwise. Either may also be one list
@@ -414,24 +456,16 @@ def ps_placed(
     if not worker_hosts:
         raise ValueError("a PS placement needs at least one worker")
     counts = list(variables_per_ps) if variables_per_ps else [1] * len(ps_hosts)
-    pushed = _per_worker(push_bytes_per_ps, message_bytes_per_ps, len(worker_hosts))
-    pulled = _per_worker(pull_bytes_per_ps, message_bytes_per_ps, len(worker_hosts))
-    pull = [
-        (p, w, s)
-        for i, w in enumerate(worker_hosts)
-        for p, s in zip(ps_hosts, pulled[i], strict=True)
-    ]
-    push = [
-        (w, p, s)
-        for i, w in enumerate(worker_hosts)
-        for p, s in zip(ps_hosts, pushed[i], strict=True)
-    ]
+    workers = len(worker_hosts)
+    pushes = _worker_flows(_per_worker(push_bytes_per_ps, message_bytes_per_ps, workers),
+                           placement, to_server=True)  # fmt: skip
+    pulls = _worker_flows(_per_worker(pull_bytes_per_ps, message_bytes_per_ps, workers),
+                          placement, to_server=False)  # fmt: skip
     remote_alpha = (
         network.inter.alpha_s
         if any(w != p for w in worker_hosts for p in ps_hosts)
         else network.intra.alpha_s
     )
-    workers = len(worker_hosts)
     # the busiest server by its own work: absorbing W gradients and updating its shard, and
     # answering W * n_k requests each way
     work = [
@@ -440,16 +474,17 @@ def ps_placed(
     ]
     busiest = max(range(len(work)), key=lambda k: (work[k], message_bytes_per_ps[k], -k))
     apply_s = message_bytes_per_ps[busiest] * (workers * gamma_s_per_byte + update_s_per_byte)
-    # ... unless a worker's own requests, sum_k n_k each way, take longer
-    serve_s = 2 * max(workers * counts[busiest], sum(counts)) * per_request_s
-    links_s = phase_s(push, network) + phase_s(pull, network)
+    links_s = _exchange_s(pushes, pulls, network, pull_stagger)
+    # a worker's own requests, sum_k n_k each way, are on its path; the busiest server's
+    # W * n_k each way run on its CPU while its link is busy, and only what outlasts that adds
+    own_requests_s = 2 * sum(counts) * per_request_s
+    server_requests_s = 2 * workers * counts[busiest] * per_request_s
+    serve_s = max(own_requests_s, server_requests_s - links_s)
     sync_comm = 2 * remote_alpha + links_s + apply_s + serve_s
     even = [sum(message_bytes_per_ps) / len(ps_hosts)] * len(ps_hosts)
-    even_push = [(w, p, s) for w in worker_hosts for p, s in zip(ps_hosts, even, strict=True)]
-    even_links_s = phase_s(even_push, network) + phase_s(
-        [(p, w, s) for (w, p, s) in even_push], network
-    )
-    even_links_s = min(even_links_s, links_s)
+    even_push = _worker_flows([even] * workers, placement, to_server=True)
+    even_pull = _worker_flows([even] * workers, placement, to_server=False)
+    even_links_s = min(_exchange_s(even_push, even_pull, network, pull_stagger), links_s)
     parts = {
         LATENCY: 2 * remote_alpha,
         SERVER_LINK: even_links_s,
@@ -458,19 +493,19 @@ def ps_placed(
         REQUESTS: serve_s,
     }
     # One worker alone: the slowest worker's own traffic with nobody else on the links.
-    own = 0.0
-    for i, w in enumerate(worker_hosts):
-        mine = [(w, p, s) for p, s in zip(ps_hosts, pushed[i], strict=True)]
-        back = [(p, w, s) for p, s in zip(ps_hosts, pulled[i], strict=True)]
-        own = max(own, phase_s(mine, network) + phase_s(back, network))
+    own = max(
+        phase_s(mine, network) + phase_s(back, network)
+        for mine, back in zip(pushes, pulls, strict=True)
+    )
     own += 2 * remote_alpha + max(message_bytes_per_ps) * (gamma_s_per_byte + update_s_per_byte)
-    own += 2 * sum(counts) * per_request_s
+    own += own_requests_s
     # Demand of one step of every worker on the busiest resource, latency aside. Without a
     # barrier one worker's push overlaps another's pull, and links are full duplex, so the
     # pushes and pulls of a round share one phase (the server's ingress and egress at once).
     # The server answers different workers' requests on concurrent threads, so only applying
     # the gradients (gamma) occupies it; per-request overhead stays on each worker's own cycle.
-    bottleneck = max(phase_s(push + pull, network), apply_s)
+    everything = [f for flows in (*pushes, *pulls) for f in flows]
+    bottleneck = max(phase_s(everything, network), apply_s)
     return PsComm(
         sync_comm_s=sync_comm, own_comm_s=own, bottleneck_s=bottleneck, parts=parts,
         busiest_server=busiest,

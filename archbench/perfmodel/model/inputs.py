@@ -29,6 +29,9 @@ class ArchParams:
     gamma_s_per_byte: float = 0.0  # host cost per byte (copies, serialisation, reduction)
     overlap: float = 0.0  # fraction of communication hidden behind compute
     overhead_s: float = 0.0  # a fixed cost per step beyond every other term
+    # PS: how far the servers send the pulls one worker after another (1) rather than to all
+    # at once (0), so early workers push while the others still pull (formulas.ps_placed)
+    pull_stagger: float = 0.0
 
 
 @dataclass(frozen=True)

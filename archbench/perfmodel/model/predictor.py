@@ -128,11 +128,10 @@ def predict_step(config: StepConfig, params: ModelParams, calib: Calibration) ->
     # software overhead and per-byte host work are CPU work too: they slow down with the
     # processes sharing the cores, like compute (the links do not)
     slowdown = cpu_slowdown(config, params, calib)
-    arch = ArchParams(
+    arch = replace(
+        fitted,
         alpha_s=fitted.alpha_s * slowdown,
-        efficiency=fitted.efficiency,
         gamma_s_per_byte=fitted.gamma_s_per_byte * slowdown,
-        overlap=fitted.overlap,
         overhead_s=fitted.overhead_s * slowdown,
     )
     cost_function = architecture(config.arch).cost_function()
