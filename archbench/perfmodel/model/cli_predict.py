@@ -311,12 +311,10 @@ def run(args: argparse.Namespace) -> int:
     terms = prediction.terms
     if "busiest_ps_bytes" in terms:
         origin = "measured" if "ps_request_s" in calib.measured else "calibration default"
-        served_s = terms["busiest_ps_requests"] * terms["per_request_s"]
-        own_s = terms["worker_requests"] * terms["per_request_s"]
         # the exposed term is a worker's own chain of requests unless the server's outlast its link
         exposed = (
             f"a worker's own {int(terms['worker_requests'])} requests, one after another"
-            if terms["requests_s"] <= own_s * (1 + 1e-9)
+            if terms["requests_s"] <= terms["worker_requests_s"] * (1 + 1e-9)
             else "what outlasts its link's transfers"
         )
         print(
@@ -324,7 +322,7 @@ def run(args: argparse.Namespace) -> int:
             f"{terms['busiest_ps_bytes'] / 1e6:.3f} MB in {int(terms['busiest_ps_variables'])} "
             f"variables (mean {terms['mean_ps_bytes'] / 1e6:.3f} MB per server, "
             f"{args.ps_sharding}); {int(terms['busiest_ps_requests'])} tensor requests per step "
-            f"at {terms['per_request_s'] * 1e6:.1f} us each ({origin}) = {served_s * 1e3:.3f} ms "
+            f"at {terms['per_request_s'] * 1e6:.1f} us each ({origin}) = {terms['server_requests_s'] * 1e3:.3f} ms "
             f"of its time, per-request cost {terms['requests_s'] * 1e3:.3f} ms ({exposed}); "
             f"absorbing {config.num_workers} gradients and updating its shard "
             f"{terms['server_update_s'] * 1e3:.3f} ms"

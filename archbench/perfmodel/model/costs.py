@@ -139,6 +139,8 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
         "per_request_s": per_request,
         "server_update_s": ps.parts[F.SERVER_UPDATE],
         "requests_s": ps.parts[F.REQUESTS],
+        "worker_requests_s": ps.own_requests_s,
+        "server_requests_s": ps.server_requests_s,
         "ps_bottleneck_s": ps.bottleneck_s,
     }
     if config.sync:

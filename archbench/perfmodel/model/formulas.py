@@ -363,6 +363,10 @@ class PsComm:
     # adds to that), SERVER_UPDATE (absorbing the gradients, updating the shard) and REQUESTS
     parts: dict[str, float] = field(default_factory=dict)
     busiest_server: int = 0  # the server whose own work (updates, requests) is the largest
+    # a worker's own chain of tensor requests, and the busiest server's answering of everyone's
+    # (REQUESTS is the larger of the first and what the second leaves beyond the link time)
+    own_requests_s: float = 0.0
+    server_requests_s: float = 0.0
 
 
 def _per_worker(
@@ -508,5 +512,6 @@ def ps_placed(
     bottleneck = max(phase_s(everything, network), apply_s)
     return PsComm(
         sync_comm_s=sync_comm, own_comm_s=own, bottleneck_s=bottleneck, parts=parts,
-        busiest_server=busiest,
+        busiest_server=busiest, own_requests_s=own_requests_s,
+        server_requests_s=server_requests_s,
     )  # fmt: skip
