@@ -80,8 +80,10 @@ def write_study(
     models: tuple[str, ...] = tuple(PARAM_BYTES),
     batches: tuple[int, ...] = (32, 128),
     links: tuple[str, ...] = ("200mbit", "1gbit"),
+    truth: ModelParams = TRUTH,
 ) -> Path:
-    """A study whose step times come from TRUTH (times a little noise), two repetitions each."""
+    """A study whose step times come from `truth` (times a little noise), two repetitions
+    each."""
     rng = random.Random(seed)
     lines = []
     count = 0
@@ -93,7 +95,7 @@ def write_study(
                         # the configuration as the fit will read it from the record
                         shape = _record("x", arch, model, w, batch, link, num_ps, 1.0, 1.0)
                         config = observation_from_record(shape).config
-                        pred = predict_step(config, TRUTH, CALIB)
+                        pred = predict_step(config, truth, CALIB)
                         for _rep in range(2):
                             count += 1
                             jitter = 1 + rng.uniform(-noise, noise)
@@ -217,6 +219,34 @@ def test_shared_terms_are_one_value_for_every_architecture(tmp_path: Path) -> No
     assert "overlap with compute [p2p-staggered]" not in terms
 
 
+def test_a_term_the_fit_puts_on_its_bound_lets_the_terms_it_hid_be_fitted(tmp_path: Path) -> None:
+    # a ring with no per-step overhead: at the start every term is free, and the overhead's
+    # effect on these four configurations is too like the overlap's to fit both; the fit then
+    # puts the overhead on its bound (0), so it is kept there and the overlap fitted without it
+    truth = ModelParams(
+        arch={"ring": ArchParams(overhead_s=0.0, overlap=0.5)}, compute=TRUTH.compute
+    )
+    ring = study_observations(
+        write_study(
+            tmp_path / "ring",
+            archs=(("ring", 0),),
+            workers=(2,),
+            links=("1gbit",),
+            truth=truth,
+        )  # fmt: skip
+    )
+    result = fit_model(ring, CALIB)
+    terms = {t.term.name: t for t in result.terms}
+    overhead = terms["per-step overhead [ring]"]
+    assert not overhead.fitted and overhead.value == 0.0
+    assert "the fit put it on its bound (0)" in overhead.reason
+    overlap = terms["overlap with compute [ring]"]
+    assert overlap.fitted and result.params.for_key("ring").overlap == pytest.approx(0.5, abs=0.01)
+    assert result.params.for_key("ring").efficiency == pytest.approx(1.0, abs=0.01)
+    # the report keeps the order the terms are tried in, whichever pass settled them
+    assert [t.term.field for t in result.terms][:3] == ["overhead_s", "efficiency", "overlap"]
+
+
 def test_a_term_the_calibration_measured_is_not_fitted_again(tmp_path: Path) -> None:
     observations = study_observations(write_study(tmp_path / "study"))
     measured = replace(CALIB, measured=(*CALIB.measured, "link_efficiency"))
@@ -227,7 +257,10 @@ def test_a_term_the_calibration_measured_is_not_fitted_again(tmp_path: Path) -> 
     # the calibrated value stands in the predictions (the links' own efficiency is the
     # calibration's: 1 here), where the study's links were 1.2: the fit cannot undo it
     assert result.params.for_key("ring").efficiency == 1.0
-    assert terms["pulls served in turn [ps-sync]"].fitted
+    # the PS's own term is still the fit's to settle (here it would have to undo the links'
+    # slower rate, below its bound: kept there, by name)
+    stagger = terms["pulls served in turn [ps-sync]"]
+    assert stagger.fitted or "the fit put it on its bound" in stagger.reason
 
 
 def test_fit_then_validate_never_scores_fitted_runs(tmp_path: Path, capsys) -> None:

@@ -6,8 +6,9 @@ terms no microbenchmark measures (a per-step overhead, the share of communicatio
 behind compute, ...), and only those the fitted configurations identify: a term no fitted
 configuration depends on, or one the configurations cannot tell apart from a term already
 fitted (too few of them, or the same effect on each), keeps its calibrated value and is named
-as kept, with the reason. Terms whose physics is shared (the links' efficiency) are one value
-for every architecture.
+as kept, with the reason; so is a term the fit puts back on the bound it started from, and the
+terms it hid are tried again without it. Terms whose physics is shared (the links' efficiency)
+are one value for every architecture.
 
 The split is by configuration (repetitions of one configuration never straddle it): by worker
 count (the default: fit on W <= cut, score every W above it), by link rate, by a record field,
@@ -235,6 +236,8 @@ SENSITIVITY = 0.01
 # from parallel: the smallest singular value of their unit-normed columns (0: the same effect,
 # 1: independent).
 SEPARATION = 0.25
+# A fitted term within this share of its scale of the bound it started from is on the bound.
+PINNED = 1e-3
 
 
 def candidate_terms(keys: Sequence[str]) -> list[Term]:
@@ -367,9 +370,56 @@ def identify(
     return out
 
 
+def _solve(
+    chosen: Sequence[TermFit],
+    configs: Sequence[tuple[Observation, float]],
+    base: ModelParams,
+    calib: Calibration,
+) -> None:
+    """Fit the chosen terms all at once on the relative error of each configuration's median
+    step, robust to a configuration the formulas miss (soft L1); sets each row's value."""
+    if not chosen:
+        return
+    terms = [r.term for r in chosen]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        params = _params_with(base, terms, [v * t.scale for v, t in zip(x, terms)])
+        return np.asarray(
+            [
+                (predict_step(obs.config, params, calib).step_s - measured) / measured
+                for obs, measured in configs
+            ]
+        )
+
+    lower = [t.lower / t.scale for t in terms]
+    upper = [t.upper / t.scale for t in terms]
+    x0 = np.clip([t.start / t.scale for t in terms], lower, upper)
+    # strictly inside the bounds, so the solver can move a term that starts on one (a
+    # hundredth of a unit of its scale in, at most a thousandth of its range)
+    inset = [min(0.01, 1e-3 * (hi - lo)) for lo, hi in zip(lower, upper)]
+    x0 = [min(max(v, lo + d), hi - d) for v, lo, hi, d in zip(x0, lower, upper, inset)]
+    solution = least_squares(residuals, x0, bounds=(lower, upper), loss="soft_l1", f_scale=0.1).x
+    for row, value in zip(chosen, solution, strict=True):
+        row.value = float(value * row.term.scale)
+
+
+def _pinned(row: TermFit) -> bool:
+    """A fitted term the data put back on the bound it started from (no overhead, no
+    overlap, ...): the data move it no further, so it spends none of their information."""
+    term = row.term
+    on_bound = term.start in (term.lower, term.upper)
+    return row.fitted and on_bound and abs(row.value - term.start) < PINNED * term.scale
+
+
 def fit_model(train: Sequence[Observation], calib: Calibration) -> FitResult:
     """Compute and update from the study's runs, then the identified terms, all at once, on the
-    relative error of each fitted configuration's median step."""
+    relative error of each fitted configuration's median step.
+
+    Identification looks at each term's effect at its starting value, where every term is
+    free; a term the fit then puts back on its starting bound was not free after all, and
+    a later term kept for looking like it may be told apart without it. So such a term is
+    kept at its start, by name, and identification and the fit run again without it (until
+    no fitted term lands on its bound)."""
     compute, sources = study_compute(train, calib)
     base = ModelParams(compute=compute)
     configs = _medians(train)
@@ -378,38 +428,30 @@ def fit_model(train: Sequence[Observation], calib: Calibration) -> FitResult:
     # whatever the formulas miss elsewhere (one architecture's error spilling into the others')
     measured = [t for t in candidates if t.calibrated_by in calib.measured]
     candidates = [t for t in candidates if t not in measured]
-    report = identify(configs, candidates, base, calib)
+    on_bound: list[TermFit] = []
+    while True:
+        free = [t for t in candidates if t not in {r.term for r in on_bound}]
+        report = identify(configs, free, base, calib)
+        chosen = [r for r in report if r.fitted]
+        _solve(chosen, configs, base, calib)
+        pinned = [r for r in chosen if _pinned(r)]
+        if not pinned:
+            break
+        on_bound += [
+            TermFit(r.term, r.term.start, False, r.configurations,
+                    f"the fit put it on its bound ({r.term.start:g}): fitted without it")
+            for r in pinned
+        ]  # fmt: skip
+    report += on_bound
     report += [
         TermFit(
             t, t.start, False, 0, f"measured by the calibration ({CALIBRATED[t.calibrated_by]})"
         )
         for t in measured
     ]
-    chosen = [r for r in report if r.fitted]
-    if chosen:
-        terms = [r.term for r in chosen]
-
-        def residuals(x: np.ndarray) -> np.ndarray:
-            params = _params_with(base, terms, [v * t.scale for v, t in zip(x, terms)])
-            return np.asarray(
-                [
-                    (predict_step(obs.config, params, calib).step_s - measured) / measured
-                    for obs, measured in configs
-                ]
-            )
-
-        lower = [t.lower / t.scale for t in terms]
-        upper = [t.upper / t.scale for t in terms]
-        x0 = np.clip([t.start / t.scale for t in terms], lower, upper)
-        # strictly inside the bounds, so the solver can move a term that starts on one (a
-        # hundredth of a unit of its scale in, at most a thousandth of its range)
-        inset = [min(0.01, 1e-3 * (hi - lo)) for lo, hi in zip(lower, upper)]
-        x0 = [min(max(v, lo + d), hi - d) for v, lo, hi, d in zip(x0, lower, upper, inset)]
-        solution = least_squares(
-            residuals, x0, bounds=(lower, upper), loss="soft_l1", f_scale=0.1
-        ).x
-        for row, value in zip(chosen, solution, strict=True):
-            row.value = float(value * row.term.scale)
+    # in the order the terms are tried, whatever the pass that settled them
+    order = {t: i for i, t in enumerate([*candidates, *measured])}
+    report.sort(key=lambda r: order[r.term])
     params = _params_with(base, [r.term for r in report], [r.value for r in report])
     # a variant the fitted part never ran takes its family's parameters when only one of the
     # family's variants was fitted
