@@ -180,6 +180,21 @@ def test_compute_from_another_machines_microbench_records(tmp_path: Path, monkey
     assert "has no compute measurement of cnn" in capsys.readouterr().err
 
 
+def test_a_calibrations_update_is_its_step_less_its_compute(tmp_path: Path) -> None:
+    from archbench.perfmodel.measure.calibration import load_calibration
+
+    # a dilated node's microbench: the windowed step 3.2 ms, the windowed compute 2.7 ms; its
+    # one timed apply waited out a throttled period (2.7 ms) and is not the update
+    record = {"kind": "microbench", "bench": "compute", "model": "mlp", "batch_size": 32,
+              "sharing": 1, "compute_s_median": 0.0027, "apply_s_median": 0.0027,
+              "step_s_median": 0.0032}  # fmt: skip
+    path = tmp_path / "calibration.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    line = load_calibration(path).compute["mlp"]
+    assert line.update_s == pytest.approx(0.0005)
+    assert line.seconds(32) == pytest.approx(0.0027)
+
+
 def test_whatif_compute_per_model_and_its_bad_input(tmp_path: Path, monkeypatch, capsys):
     from archbench.errors import UsageError
     from archbench.perfmodel.fit.fitfile import parse_compute_ms

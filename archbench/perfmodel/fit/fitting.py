@@ -33,6 +33,7 @@ from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
 from archbench.perfmodel.fit.records import Observation
 from archbench.perfmodel.measure.calibration import Calibration, ComputeLine, fit_compute_line
+from archbench.perfmodel.model.inputs import is_asynchronous_key, key_family
 from archbench.perfmodel.model.predictor import ArchParams, ModelParams, predict_step
 from archbench.record.schema import placement_of
 
@@ -259,12 +260,12 @@ def candidate_terms(keys: Sequence[str]) -> list[Term]:
     terms += [
         Term("pull_stagger", (k,), 1.0, 0.0, 1.0, 0.0)
         for k in distributed
-        if has_servers(k.split("-")[0]) and not k.endswith("-async")
+        if has_servers(key_family(k)) and not is_asynchronous_key(k)
     ]
     terms += [
         Term("overlap", (k,), 1.0, 0.0, 1.0, 0.0)
         for k in distributed
-        if k.split("-")[0] in OVERLAPPING
+        if key_family(k) in OVERLAPPING
     ]
     reducing = tuple(k for k in distributed if not k.startswith("ps"))
     if reducing:
@@ -457,7 +458,7 @@ def fit_model(train: Sequence[Observation], calib: Calibration) -> FitResult:
     # family's variants was fitted
     families: dict[str, set[str]] = defaultdict(set)
     for key in params.arch:
-        families[key.split("-")[0]].add(key)
+        families[key_family(key)].add(key)
     for family, keys in families.items():
         if family not in params.arch and len(keys) == 1:
             params.arch[family] = params.arch[next(iter(keys))]

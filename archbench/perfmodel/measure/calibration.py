@@ -349,8 +349,12 @@ def _calibration_from(records: Iterable[dict[str, Any]], source: str) -> Calibra
             sharing = int(rec.get("sharing") or 1)
             if sharing == 1:
                 compute[rec["model"]].append((int(rec["batch_size"]), rec["compute_s_median"]))
-                if rec.get("apply_s_median") is not None:
-                    applied[rec["model"]].append(float(rec["apply_s_median"]))
+                # the update is the step less its compute, both averaged over a window of
+                # passes: the probe's one timed apply (`apply_s_median`) is too short to meter
+                # on a dilated node, where a pass throttled once waits out a whole CFS period
+                if rec.get("step_s_median") is not None:
+                    step_s = float(rec["step_s_median"])
+                    applied[rec["model"]].append(max(step_s - rec["compute_s_median"], 0.0))
             else:
                 shared.append(
                     (rec["model"], int(rec["batch_size"]), sharing, rec["compute_s_median"])

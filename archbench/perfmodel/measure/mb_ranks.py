@@ -432,6 +432,8 @@ def bench_compute(
                     "threads": threads,
                     "sharing": place.size,
                     "compute_s_median": statistics.median(compute) / dilation,
+                    # one pass's apply, unwindowed (a throttled period shows in it whole):
+                    # the calibration's update is the windowed step less the compute
                     "apply_s_median": statistics.median(apply) / dilation,
                     "step_s_median": statistics.median(fused) / dilation,
                     # what each timing averaged over (virtual seconds; 0: one pass)

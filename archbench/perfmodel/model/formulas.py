@@ -397,22 +397,36 @@ def _worker_flows(
     ]
 
 
-def _exchange_s(
+def _own_phases(
     pushes: Sequence[Sequence[tuple[str, str, float]]],
     pulls: Sequence[Sequence[tuple[str, str, float]]],
     network: Network,
+) -> list[tuple[float, float]]:
+    """Each worker's push and pull time with nobody else on the links, in worker order."""
+    return [
+        (phase_s(mine, network), phase_s(back, network))
+        for mine, back in zip(pushes, pulls, strict=True)
+    ]
+
+
+def _exchange_s(
+    pushes: Sequence[Sequence[tuple[str, str, float]]],
+    pulls: Sequence[Sequence[tuple[str, str, float]]],
+    own_phases: Sequence[tuple[float, float]],
+    network: Network,
     pull_stagger: float,
 ) -> float:
-    """A synchronous PS exchange's link time, from each worker's push and pull flows: the push
-    phase and the pull phase in turn, or, with the pulls served one worker after another, the
-    pull phase and then one worker's push (ps_placed's `pull_stagger` weighs the two)."""
+    """A synchronous PS exchange's link time, from each worker's push and pull flows (and
+    their times alone, `_own_phases`): the push phase and the pull phase in turn, or, with the
+    pulls served one worker after another, the pull phase and then one worker's push
+    (ps_placed's `pull_stagger` weighs the two)."""
     push_s = phase_s([f for mine in pushes for f in mine], network)
     pull_s = phase_s([f for mine in pulls for f in mine], network)
     in_turn = push_s + pull_s
     if pull_stagger <= 0.0:
         return in_turn
-    own_push_s = max(phase_s(mine, network) for mine in pushes)
-    own_pull_s = max(phase_s(mine, network) for mine in pulls)
+    own_push_s = max(push for push, _pull in own_phases)
+    own_pull_s = max(pull for _push, pull in own_phases)
     one_after_another = min(max(pull_s + own_push_s, own_pull_s + push_s), in_turn)
     return (1.0 - pull_stagger) * in_turn + pull_stagger * one_after_another
 
@@ -478,7 +492,8 @@ def ps_placed(
     ]
     busiest = max(range(len(work)), key=lambda k: (work[k], message_bytes_per_ps[k], -k))
     apply_s = message_bytes_per_ps[busiest] * (workers * gamma_s_per_byte + update_s_per_byte)
-    links_s = _exchange_s(pushes, pulls, network, pull_stagger)
+    own_phases = _own_phases(pushes, pulls, network)
+    links_s = _exchange_s(pushes, pulls, own_phases, network, pull_stagger)
     # a worker's own requests, sum_k n_k each way, are on its path; the busiest server's
     # W * n_k each way run on its CPU while its link is busy, and only what outlasts that adds
     own_requests_s = 2 * sum(counts) * per_request_s
@@ -488,7 +503,8 @@ def ps_placed(
     even = [sum(message_bytes_per_ps) / len(ps_hosts)] * len(ps_hosts)
     even_push = _worker_flows([even] * workers, placement, to_server=True)
     even_pull = _worker_flows([even] * workers, placement, to_server=False)
-    even_links_s = min(_exchange_s(even_push, even_pull, network, pull_stagger), links_s)
+    even_own = _own_phases(even_push, even_pull, network)
+    even_links_s = min(_exchange_s(even_push, even_pull, even_own, network, pull_stagger), links_s)
     parts = {
         LATENCY: 2 * remote_alpha,
         SERVER_LINK: even_links_s,
@@ -497,10 +513,7 @@ def ps_placed(
         REQUESTS: serve_s,
     }
     # One worker alone: the slowest worker's own traffic with nobody else on the links.
-    own = max(
-        phase_s(mine, network) + phase_s(back, network)
-        for mine, back in zip(pushes, pulls, strict=True)
-    )
+    own = max(push + pull for push, pull in own_phases)
     own += 2 * remote_alpha + max(message_bytes_per_ps) * (gamma_s_per_byte + update_s_per_byte)
     own += own_requests_s
     # Demand of one step of every worker on the busiest resource, latency aside. Without a

@@ -98,10 +98,23 @@ def fit_key(config: StepConfig) -> str:
     return variant(config) if variant else config.arch
 
 
+# A fit key is the architecture, or `<architecture>-<variant>`: the schedule of p2p, whether
+# a PS's updates wait for every worker.
 _VARIANTS = {
     "p2p": lambda c: f"p2p-{c.p2p_schedule}",
     "ps": lambda c: "ps-sync" if c.sync else "ps-async",
 }
+_ASYNCHRONOUS = "async"
+
+
+def key_family(key: str) -> str:
+    """The architecture a fit key ('p2p-staggered', 'ps-sync', 'ring') is a variant of."""
+    return key.split("-")[0]
+
+
+def is_asynchronous_key(key: str) -> bool:
+    """Whether a fit key names an asynchronous variant (a PS whose updates wait for no one)."""
+    return key.split("-")[1:] == [_ASYNCHRONOUS]
 
 
 def network_for(

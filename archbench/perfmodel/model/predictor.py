@@ -13,7 +13,7 @@ from archbench.errors import UsageError
 from archbench.perfmodel.measure.calibration import Calibration, ComputeLine
 from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.costs import StepCost, single_cost, update_share
-from archbench.perfmodel.model.inputs import ArchParams, StepConfig, local_steps
+from archbench.perfmodel.model.inputs import ArchParams, StepConfig, key_family, local_steps
 
 
 @dataclass
@@ -29,8 +29,7 @@ class ModelParams:
         """Parameters of an architecture variant ('p2p-naive'), else of its family ('p2p')."""
         if key in self.arch:
             return self.arch[key]
-        family = key.split("-")[0]
-        return self.arch.get(family, ArchParams())
+        return self.arch.get(key_family(key), ArchParams())
 
     def to_json(self) -> dict[str, Any]:
         return {
