@@ -267,7 +267,7 @@ def candidate_terms(keys: Sequence[str]) -> list[Term]:
         for k in distributed
         if key_family(k) in OVERLAPPING
     ]
-    reducing = tuple(k for k in distributed if not k.startswith("ps"))
+    reducing = tuple(k for k in distributed if not has_servers(key_family(k)))
     if reducing:
         terms.append(Term("gamma_s_per_byte", reducing, 1e-9, 0.0, 100.0, 0.0))
     terms += [Term("alpha_s", (k,), 1e-4, 0.0, 100.0, 0.0) for k in distributed]
@@ -431,7 +431,8 @@ def fit_model(train: Sequence[Observation], calib: Calibration) -> FitResult:
     candidates = [t for t in candidates if t not in measured]
     on_bound: list[TermFit] = []
     while True:
-        free = [t for t in candidates if t not in {r.term for r in on_bound}]
+        settled = {r.term for r in on_bound}
+        free = [t for t in candidates if t not in settled]
         report = identify(configs, free, base, calib)
         chosen = [r for r in report if r.fitted]
         _solve(chosen, configs, base, calib)

@@ -323,6 +323,15 @@ def calibration_from_records(
     return calib
 
 
+def update_of(record: dict[str, Any]) -> float | None:
+    """A microbench compute record's update: its step less its compute, both averaged over a
+    window of passes (the probe's one timed apply, `apply_s_median`, is too short to meter on
+    a dilated node, where a pass throttled once waits out a whole CFS period)."""
+    if record.get("step_s_median") is None or record.get("compute_s_median") is None:
+        return None
+    return max(float(record["step_s_median"]) - float(record["compute_s_median"]), 0.0)
+
+
 def _calibration_from(records: Iterable[dict[str, Any]], source: str) -> Calibration:
     pt2pt: dict[str, list[tuple[float, float]]] = defaultdict(list)
     shaped: list[tuple[float, float, float]] = []  # size, one-way s, link bits/s
@@ -349,12 +358,8 @@ def _calibration_from(records: Iterable[dict[str, Any]], source: str) -> Calibra
             sharing = int(rec.get("sharing") or 1)
             if sharing == 1:
                 compute[rec["model"]].append((int(rec["batch_size"]), rec["compute_s_median"]))
-                # the update is the step less its compute, both averaged over a window of
-                # passes: the probe's one timed apply (`apply_s_median`) is too short to meter
-                # on a dilated node, where a pass throttled once waits out a whole CFS period
-                if rec.get("step_s_median") is not None:
-                    step_s = float(rec["step_s_median"])
-                    applied[rec["model"]].append(max(step_s - rec["compute_s_median"], 0.0))
+                if (update := update_of(rec)) is not None:
+                    applied[rec["model"]].append(update)
             else:
                 shared.append(
                     (rec["model"], int(rec["batch_size"]), sharing, rec["compute_s_median"])

@@ -41,6 +41,7 @@ from archbench.perfmodel.measure.calibration import (
     calibration_from_records,
     fingerprint_of_hosts,
     load_calibration,
+    update_of,
 )
 from archbench.perfmodel.model.units import MAX_LIST_ENTRIES, positive_ints
 from archbench.process_group import run_in_group
@@ -309,7 +310,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             for r in members:
                 print(
                     f"{r['model']:>10} {r['batch_size']:6d} {r['compute_s_median'] * 1e3:11.2f} "
-                    f"{max(r['step_s_median'] - r['compute_s_median'], 0.0) * 1e3:9.2f} "
+                    f"{update_of(r) * 1e3:9.2f} "
                     f"{r['step_s_median'] * 1e3:9.2f}"
                     f" {r.get('sharing', 1):8d}"
                 )

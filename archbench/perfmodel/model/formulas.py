@@ -412,19 +412,21 @@ def _own_phases(
 def _exchange_s(
     pushes: Sequence[Sequence[tuple[str, str, float]]],
     pulls: Sequence[Sequence[tuple[str, str, float]]],
-    own_phases: Sequence[tuple[float, float]],
     network: Network,
     pull_stagger: float,
+    own_phases: Sequence[tuple[float, float]] | None = None,
 ) -> float:
-    """A synchronous PS exchange's link time, from each worker's push and pull flows (and
-    their times alone, `_own_phases`): the push phase and the pull phase in turn, or, with the
-    pulls served one worker after another, the pull phase and then one worker's push
-    (ps_placed's `pull_stagger` weighs the two)."""
+    """A synchronous PS exchange's link time, from each worker's push and pull flows: the push
+    phase and the pull phase in turn, or, with the pulls served one worker after another, the
+    pull phase and then one worker's push (ps_placed's `pull_stagger` weighs the two). Each
+    worker's times alone (`_own_phases`) are worked out here unless given."""
     push_s = phase_s([f for mine in pushes for f in mine], network)
     pull_s = phase_s([f for mine in pulls for f in mine], network)
     in_turn = push_s + pull_s
     if pull_stagger <= 0.0:
         return in_turn
+    if own_phases is None:
+        own_phases = _own_phases(pushes, pulls, network)
     own_push_s = max(push for push, _pull in own_phases)
     own_pull_s = max(pull for _push, pull in own_phases)
     one_after_another = min(max(pull_s + own_push_s, own_pull_s + push_s), in_turn)
@@ -493,7 +495,7 @@ def ps_placed(
     busiest = max(range(len(work)), key=lambda k: (work[k], message_bytes_per_ps[k], -k))
     apply_s = message_bytes_per_ps[busiest] * (workers * gamma_s_per_byte + update_s_per_byte)
     own_phases = _own_phases(pushes, pulls, network)
-    links_s = _exchange_s(pushes, pulls, own_phases, network, pull_stagger)
+    links_s = _exchange_s(pushes, pulls, network, pull_stagger, own_phases)
     # a worker's own requests, sum_k n_k each way, are on its path; the busiest server's
     # W * n_k each way run on its CPU while its link is busy, and only what outlasts that adds
     own_requests_s = 2 * sum(counts) * per_request_s
@@ -503,8 +505,7 @@ def ps_placed(
     even = [sum(message_bytes_per_ps) / len(ps_hosts)] * len(ps_hosts)
     even_push = _worker_flows([even] * workers, placement, to_server=True)
     even_pull = _worker_flows([even] * workers, placement, to_server=False)
-    even_own = _own_phases(even_push, even_pull, network)
-    even_links_s = min(_exchange_s(even_push, even_pull, even_own, network, pull_stagger), links_s)
+    even_links_s = min(_exchange_s(even_push, even_pull, network, pull_stagger), links_s)
     parts = {
         LATENCY: 2 * remote_alpha,
         SERVER_LINK: even_links_s,

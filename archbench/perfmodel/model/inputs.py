@@ -100,11 +100,11 @@ def fit_key(config: StepConfig) -> str:
 
 # A fit key is the architecture, or `<architecture>-<variant>`: the schedule of p2p, whether
 # a PS's updates wait for every worker.
+_ASYNCHRONOUS = "async"
 _VARIANTS = {
     "p2p": lambda c: f"p2p-{c.p2p_schedule}",
-    "ps": lambda c: "ps-sync" if c.sync else "ps-async",
+    "ps": lambda c: f"ps-{'sync' if c.sync else _ASYNCHRONOUS}",
 }
-_ASYNCHRONOUS = "async"
 
 
 def key_family(key: str) -> str:
