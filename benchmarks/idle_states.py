@@ -9,8 +9,10 @@ machine's idle cores as it has them and polling before they halt as a dilated cl
 (archbench.cluster.idlestates), --pairs times, after an uncapped run for reference; the medians
 and ranges say how much halting between bursts changes what the same work costs.
 
-Needs root, cgroup v1's cpu controller or v2, and the haltpoll cpuidle driver (a virtual
-machine's); refuses to run while a dilated cluster is up. Usage:
+Where the machine's idle cores do not run the haltpoll cpuidle driver, polling is what a
+dilated cluster does there instead: one lowest-priority process per core
+(archbench.cluster.idlepollers). Needs root and cgroup v1's cpu controller or v2; refuses to run
+while a dilated cluster is up. Usage:
 python benchmarks/idle_states.py [--model mlp] [--pairs 4] [--dilation 5]
 """
 
@@ -23,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from archbench.cluster import cgroups, idlestates
+from archbench.cluster import cgroups, idlepollers, idlestates
 
 PERIOD_US = 12_500
 HERE = Path(__file__).resolve().parent
@@ -68,19 +70,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=4)
     parser.add_argument("--dilation", type=float, default=5.0)
     args = parser.parse_args(argv)
-    if idlestates.SAVED.exists():
+    if idlestates.SAVED.exists() or idlepollers.pids():
         print("idle_states: a dilated cluster holds the idle cores polling; bring it down first")
         return 2
-    if idlestates.poll_us() is None:
-        print("idle_states: this machine has no haltpoll driver to set")
-        return 2
-    as_found = f"halting after {idlestates.poll_us()} us of polling"
+    if idlestates.poll_us() is None:  # no haltpoll: the cores poll in user space
+        as_found, hold, release = "halting", idlepollers.start, idlepollers.stop
+        polling = "idle cores polled by lowest-priority processes"
+    else:
+        as_found = f"halting after {idlestates.poll_us()} us of polling"
+        hold, release, polling = idlestates.hold, idlestates.release, "idle cores polling"
     window_s = 10 * PERIOD_US / 1e6  # ten periods, as a probe's compute window
     uncapped = _measure(args.model, window_s / args.dilation, "")
     hierarchy = cgroups.detect()
     if hierarchy is None:
         raise SystemExit("idle_states: no cgroup cpu controller on this machine")
-    halting, polling = f"idle cores as found ({as_found})", "idle cores polling"
+    halting = f"idle cores as found ({as_found})"
     runs: dict[str, list[dict]] = {halting: [], polling: []}
     quota = int(PERIOD_US / args.dilation)  # a group capped at 1/D of a core
     with cgroups.capped_group(hierarchy, quota, PERIOD_US, "archbench-idle-") as directory:
@@ -88,11 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.pairs):
             for label, held in ((halting, False), (polling, True)):
                 if held:
-                    idlestates.hold()
+                    hold()
                 try:
                     runs[label].append(_measure(args.model, window_s, str(join)))
                 finally:
-                    idlestates.release()
+                    release()
     print(f"{args.model}, batch 32; cap 1/{args.dilation:g} of a core")
     print(f"uncapped: {1000 * uncapped['cpu_s']:.3f} ms CPU a pass")
     for label, measured in runs.items():

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from cluster_fixture import PROJECT_ROOT, run_cluster_command
 
-from archbench.cluster import cgroups, idlestates
+from archbench.cluster import cgroups, idlepollers, idlestates
 from archbench.cluster.budgetcheck import remote_loop
 from archbench.cluster.preflight import cluster_unavailable_reason
-from archbench.cluster.state import load_state
+from archbench.cluster.state import list_states, load_state
 
 pytestmark = pytest.mark.skipif(
     cluster_unavailable_reason() is not None or cgroups.detect() is None,
@@ -120,6 +120,13 @@ def test_caps_hold_every_thread_and_are_removed_by_down() -> None:
         if idle_before is not None:
             assert idlestates.poll_us() == idlestates.POLL_NS // 1000
             assert "idle cores poll 50 ms before halting" in up.stdout
+        else:  # no haltpoll to set: one process per core polls, at the lowest priority
+            pollers = idlepollers.pids()
+            cores = sorted(os.sched_getaffinity(0))
+            assert len(pollers) == len(cores) == state.idle_pollers
+            assert sorted(min(os.sched_getaffinity(pid)) for pid in pollers) == cores
+            assert all(os.sched_getscheduler(pid) == os.SCHED_IDLE for pid in pollers)
+            assert f"idle cores kept polling by {len(cores)} lowest-priority" in up.stdout
 
         status = run_cluster_command("status", "--name", name)
         assert "dilation 4" in status.stdout and "2 virtual cores per node" in status.stdout
@@ -134,6 +141,16 @@ def test_caps_hold_every_thread_and_are_removed_by_down() -> None:
     assert _groups_of(name) == []
     # as they were before `up` (still off while another dilated cluster, the session's, is up)
     assert _idle_switches() == idle_before
+    _pollers_only_for_others(name)
+
+
+def _pollers_only_for_others(name: str) -> None:
+    """The idle-core pollers run after `name` is down only while another dilated cluster (the
+    session's) is up."""
+    others = [state for state in list_states() if state.name != name and state.dilation]
+    assert bool(idlepollers.pids()) == bool(others and _idle_switches() is None)
+    if not others:
+        assert idlepollers.group_dir() is None or not idlepollers.group_dir().exists()
 
 
 def _idle_switches() -> dict[str, str] | None:
@@ -186,6 +203,7 @@ def test_a_killed_up_leaves_no_group_after_down() -> None:
     # the idle states a killed `up` switched off are back as they were (or held by another
     # dilated cluster, whose own `down` puts them back)
     assert _idle_switches() == idle_before
+    _pollers_only_for_others(name)
 
 
 def _netns() -> list[str]:

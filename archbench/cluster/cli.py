@@ -282,6 +282,8 @@ def describe(state: ClusterState) -> str:
     waits = f"idle waits nap {state.idle_nap_us} us" if state.idle_nap_us else "idle waits spin"
     if state.idle_poll_ns:
         waits += f", idle cores poll {state.idle_poll_ns / 1e6:g} ms before halting"
+    elif state.idle_pollers:
+        waits += f", idle cores kept polling by {state.idle_pollers} lowest-priority processes"
     if state.cap_cost_ratio is not None:
         waits += (
             f", a capped thread's 2 MB working set cost {state.cap_cost_ratio:.2f}x its uncapped "

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archbench.cluster import cgroups, idlestates, idlewait
+from archbench.cluster import cgroups, idlepollers, idlestates, idlewait
 from archbench.cluster.dilation import Dilation
 from archbench.cluster.state import ClusterState, cluster_of
 
@@ -80,10 +80,12 @@ class ThreadReading:
 
 
 def machine_times() -> tuple[int, int] | None:
-    """(idle, total) clock ticks of the whole machine so far, from /proc/stat."""
+    """(idle, total) clock ticks of the whole machine so far, from /proc/stat; the idle-core
+    pollers' ticks count as idle (they stand in for the kernel's own polling)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
         fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return fields[3] + fields[4], sum(fields[:8])  # idle + iowait; user..steal
+        idle = fields[3] + fields[4] + idlepollers.idle_ticks()  # idle + iowait; user..steal
+        return idle, sum(fields[:8])
     return None
 
 
@@ -218,6 +220,9 @@ class FidelityProbe:
             # how long the machine's idle cores polled before halting, between the nodes'
             # bursts (archbench.cluster.idlestates; null: no haltpoll on this machine)
             "idle_halt_poll_us": idlestates.poll_us(),
+            # where there is no haltpoll: processes polling on the idle cores at the lowest
+            # priority (archbench.cluster.idlepollers; 0: the idle cores halted)
+            "idle_pollers": len(idlepollers.pids()),
             # the CPU of the same work capped over uncapped when the cluster came up
             # (archbench.cluster.capcost): above 1, every compute time is that much slower
             # than a host's

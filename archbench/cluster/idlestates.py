@@ -20,7 +20,8 @@ the machine reads the same. A machine without haltpoll (bare metal, another hype
 left as it is, and records say so (`fidelity.idle_halt_poll_us` null). So is a machine whose kernel
 has haltpoll's parameters but idles with another driver (or none: `cpuidle/current_driver`): the
 parameters are there and can be written, but no idle core reads them, and saying that its cores
-poll would be false.
+poll would be false. On such machines the cores poll in user space instead
+(`archbench.cluster.idlepollers`).
 """
 
 from __future__ import annotations

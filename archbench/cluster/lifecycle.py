@@ -16,6 +16,7 @@ from archbench.cluster import (
     capcost,
     cgroups,
     hostfiles,
+    idlepollers,
     idlestates,
     network,
     nodelib,
@@ -237,6 +238,8 @@ def _build(state: ClusterState) -> None:
     hierarchy = cgroups.detect() if dilation is not None else None
     if dilation is not None:  # bursts of 1/D of a period: no halted core between them
         state.idle_poll_ns = idlestates.hold()
+        if state.idle_poll_ns is None:  # no haltpoll to set: the cores poll in user space
+            state.idle_pollers = idlepollers.start(hierarchy)
         save_state(state)
     state.node_library = str(nodelib.build_library(directory))
     save_state(state)
@@ -351,6 +354,7 @@ def _tear_down(state: ClusterState) -> None:
     attempt(lambda: cgroups.remove_cluster_groups(cgroups.detect(), state.name))
     if not _other_dilated(state.name):  # also after a killed `up` that held them unsaved
         attempt(idlestates.release)
+        attempt(idlepollers.stop)
     attempt(lambda: network.delete_link(state.bridge))
     key = _cluster_block(state.name)
     attempt(lambda: blocks.remove_block(Path(state.hosts_file), key))
@@ -383,6 +387,8 @@ def tear_down(name: str) -> ClusterState | None:
                 cgroups.remove_cluster_groups(cgroups.detect(), name)
             if not _other_dilated(name):
                 idlestates.release()
+                with contextlib.suppress(OSError):
+                    idlepollers.stop()
             return None
         _tear_down(state)
         return state

@@ -75,6 +75,9 @@ class ClusterState:
     # how long the machine's idle cores poll before halting while this cluster is up (ns; None:
     # left as they were, archbench.cluster.idlestates)
     idle_poll_ns: int | None = None
+    # where the kernel cannot poll: the processes keeping the machine's cores busy at the lowest
+    # priority while this cluster is up (archbench.cluster.idlepollers; 0: none)
+    idle_pollers: int = 0
     # the CPU of a 2 MB gather capped at 1/D of a core over uncapped, measured at `up`
     # (archbench.cluster.capcost; None: not measured)
     cap_cost_ratio: float | None = None

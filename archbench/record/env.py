@@ -12,6 +12,7 @@ import uuid
 
 import archbench
 from archbench import mpitransport
+from archbench.cluster import idlepollers
 from archbench.launch import usable_cores
 
 
@@ -70,11 +71,13 @@ def git_commit() -> str | None:
 def load_average() -> float | None:
     """This host's 1-minute load average: processes running or waiting for a core, averaged over
     about the last minute (so it lags, and it counts the run's own processes); None where the
-    system does not report it."""
+    system does not report it. The emulated cluster's idle-core pollers always run, at the
+    lowest priority, and wait for nothing: they are not counted."""
     try:
-        return round(os.getloadavg()[0], 2)
+        load = os.getloadavg()[0]
     except OSError:
         return None
+    return round(max(load - len(idlepollers.pids()), 0.0), 2)
 
 
 def environment(gpus: list[str] | None = None) -> dict:

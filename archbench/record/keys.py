@@ -475,6 +475,7 @@ _FIDELITY = (
         fidelity.cgroup str -
         fidelity.idle_wait any -
         fidelity.idle_halt_poll_us int us 3
+        fidelity.idle_pollers int count 3
         fidelity.cap_cost_ratio float - 3
         fidelity.link str bit/s
         fidelity.link_rate any -
