@@ -7,7 +7,10 @@ inter-op work, as archbench's ranks run) over a few windows, and prints the CPU 
 cost (the process's CPU time over the passes) and its wall time. Runs alternate between the
 machine's idle cores as it has them and polling before they halt as a dilated cluster sets them
 (archbench.cluster.idlestates), --pairs times, after an uncapped run for reference; the medians
-and ranges say how much halting between bursts changes what the same work costs.
+and ranges say how much halting between bursts changes what the same work costs. In the same
+group, a busy loop then records each stop it sees: how much longer than the period less the
+quota it waited before running again (late: the release of a cap queued behind something else
+on the core) and the share of periods it ran in.
 
 Where the machine's idle cores do not run the haltpoll cpuidle driver, polling is what a
 dilated cluster does there instead: one lowest-priority process per core
@@ -56,6 +59,29 @@ print(json.dumps({"cpu_s": sorted(cpu)[len(cpu) // 2], "wall_s": sorted(wall)[le
 """
 
 
+LATE_CODE = r"""
+import json, os, sys, time
+with open(sys.argv[1], "w") as tasks:
+    tasks.write(str(os.getpid()))
+stops, last = [], time.perf_counter()
+end = last + float(sys.argv[2])
+while last < end:
+    now = time.perf_counter()
+    if now - last > 0.0005:  # stopped by the cap (a loop turn is a microsecond)
+        stops.append(now - last)
+    last = now
+print(json.dumps(stops[3:]))
+"""
+
+
+def _stops(tasks_file: str, seconds: float) -> list[float]:
+    result = subprocess.run(
+        [sys.executable, "-c", LATE_CODE, tasks_file, str(seconds)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def _measure(model: str, window_s: float, tasks_file: str) -> dict:
     result = subprocess.run(
         [sys.executable, "-c", PASS_CODE, model, str(window_s), tasks_file, str(HERE)],
@@ -86,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("idle_states: no cgroup cpu controller on this machine")
     halting = f"idle cores as found ({as_found})"
     runs: dict[str, list[dict]] = {halting: [], polling: []}
+    stops: dict[str, list[float]] = {halting: [], polling: []}
+    stop_seconds = 2.0
     quota = int(PERIOD_US / args.dilation)  # a group capped at 1/D of a core
     with cgroups.capped_group(hierarchy, quota, PERIOD_US, "archbench-idle-") as directory:
         join = directory / ("tasks" if hierarchy.version == "v1" else "cgroup.procs")
@@ -95,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                     hold()
                 try:
                     runs[label].append(_measure(args.model, window_s, str(join)))
+                    stops[label].extend(_stops(str(join), stop_seconds))
                 finally:
                     release()
     print(f"{args.model}, batch 32; cap 1/{args.dilation:g} of a core")
@@ -106,6 +135,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{label}: CPU a pass median {statistics.median(cpu):.3f} ms "
             f"(range {min(cpu):.3f}-{max(cpu):.3f}, {statistics.median(cpu) / (1000 * uncapped['cpu_s']):.2f}x uncapped); "
             f"wall / D median {statistics.median(wall):.3f} ms"
+        )
+    idle_us = PERIOD_US - quota
+    for label, seen in stops.items():
+        late = sorted(1000 * stop - idle_us / 1000 for stop in seen)
+        ran = len(seen) / (args.pairs * stop_seconds * 1e6 / PERIOD_US)
+        print(
+            f"{label}: a capped busy loop ran again {statistics.median(late):.2f} ms "
+            f"(p90 {late[int(0.9 * len(late))]:.2f} ms) later than {idle_us / 1000:g} ms after "
+            f"its cap stopped it; it ran in {ran:.0%} of the periods"
         )
     return 0
 

@@ -2,12 +2,13 @@
 
 Where the machine's idle cores do not run haltpoll (`idlestates`: the cpuidle driver is another,
 or none, and an idle core halts at once), nothing in the kernel can be told to poll. There the
-cluster polls in user space: one process per core, pinned to it, spinning at the lowest
-priority the scheduler has (SCHED_IDLE, in a CPU group marked idle), so that any node's thread
-that becomes runnable takes the core from it at once, and a core waiting for a node's next period
-never halts. Measured on the mlp (batch 32, D = 6, two repetitions each): a worker's compute pass
-without pollers was 2.27-2.28 ms at W = 4 against 2.48-2.66 ms at W = 2 (a busier machine
-halts less), with pollers 2.61-2.71 ms against 2.61-2.75 ms.
+cluster polls in user space: one process per core, pinned to it, at the lowest priority the
+scheduler has (SCHED_IDLE, in a CPU group marked idle), calling sched_yield() in a loop, so a
+core waiting for a node's next period never halts. The yield is what makes it a poll: a node's
+thread released by its cap's next period is queued without a wake-up, and only a yield (or the
+next tick) lets it take the core; a poller that merely spins keeps the core for up to a tick.
+`python benchmarks/idle_states.py` measures both: the CPU one capped pass costs, and how late a
+capped thread runs after its period starts.
 
 The pollers live in one group for every dilated cluster on the machine: the first dilated `up`
 starts them, the last `down` stops them (every process in the group, so a `down` after a killed
@@ -28,7 +29,7 @@ from pathlib import Path
 from archbench.cluster import cgroups
 
 GROUP = "archbench-idle-pollers"  # beside archbench's node groups, not under their weight
-POLL_CODE = "while True: pass"
+POLL_CODE = "import os\nwhile True:\n    os.sched_yield()"
 # the pollers this process started (reaped when it stops them; others' are reaped by init)
 _STARTED: list[subprocess.Popen] = []
 
