@@ -254,7 +254,7 @@ def join_groups(dirs: list[Path], pid: int = 0) -> None:
         (directory / "cgroup.procs").write_text(str(pid or os.getpid()))
 
 
-def _pids_in(directory: Path) -> list[int]:
+def pids_in(directory: Path) -> list[int]:
     with contextlib.suppress(OSError, ValueError):
         return [int(pid) for pid in (directory / "cgroup.procs").read_text().split()]
     return []
@@ -280,7 +280,7 @@ def remove_cluster_groups(
                     directory.rmdir()
                 except OSError as exc:
                     if time.monotonic() > deadline:
-                        pids = _pids_in(directory)
+                        pids = pids_in(directory)
                         leftovers.append(f"{directory} ({exc.strerror}; pids {pids})")
                         break
                     time.sleep(0.05)

@@ -42,11 +42,7 @@ def group_dir(hierarchy: cgroups.Hierarchy | None = None) -> Path | None:
 def pids(hierarchy: cgroups.Hierarchy | None = None) -> list[int]:
     """The pollers running now (none: no dilated cluster holds the cores)."""
     directory = group_dir(hierarchy)
-    if directory is None:
-        return []
-    with contextlib.suppress(OSError, ValueError):
-        return [int(pid) for pid in (directory / "cgroup.procs").read_text().split()]
-    return []
+    return [] if directory is None else cgroups.pids_in(directory)
 
 
 def _make_group(directory: Path, hierarchy: cgroups.Hierarchy) -> None:
