@@ -114,7 +114,7 @@ BAD_SPECS = [
     ("launch_retries: twice", "launch_retries must be an integer in 0..10, got 'twice'"),
     ("cluster: {kind: cloud}", "cluster: kind must be one of"),
     ("cluster: {kind: localhost, slots: 0}", "slots must be an integer in 1..1,024"),
-    ("order: sorted", "order must be one of random, design"),
+    ("order: sorted", "order must be one of random, blocked, design"),
     ("env: {1BAD: x}", "is not an environment variable name"),
     ("factorz: {lr: [0.1]}", "unknown key 'factorz'"),
     ("study: 'bad name'", "study name 'bad name'"),

@@ -63,6 +63,38 @@ def test_runs_group_by_layout_and_keep_their_order(tmp_path):
     assert cold_groups(plan.runs) == [[run] for run in plan.runs]
 
 
+def test_a_blocked_study_runs_each_repetition_in_turn_and_launches_within_it(tmp_path):
+    spec, plan = plan_of(
+        tmp_path, STUDY.replace("repetitions: 2", "repetitions: 2\norder: blocked")
+    )
+    assert [run.repetition for run in plan.runs] == [1] * 6 + [2] * 6
+    # inside a repetition the order is the seeded shuffle's (not the design's)
+    _, random_plan = plan_of(tmp_path, STUDY)
+    for repetition in (1, 2):
+        assert [r.run_id for r in plan.runs if r.repetition == repetition] == [
+            r.run_id for r in random_plan.runs if r.repetition == repetition
+        ]
+    groups = warm_groups(plan.runs, by_repetition=True)
+    # the three layouts of the unblocked grouping above, once per repetition
+    assert sorted(len(group) for group in groups) == [2] * 6
+    assert all(len({run.repetition for run in group}) == 1 for group in groups)
+    assert [group[0].repetition for group in groups] == [1, 1, 1, 2, 2, 2]
+    assert sorted(len(group) for group in warm_groups(plan.runs)) == [4, 4, 4]
+    # the sweep launches that way: its plan line counts the launches within each repetition
+    (tmp_path / "study.yaml").write_text(
+        STUDY.replace("repetitions: 2", "repetitions: 2\norder: blocked")
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "archbench.cli", "sweep", str(tmp_path / "study.yaml"), "--dry-run"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "12 to run in 6 launch(es) (warm: runs sharing a process layout share a launch "
+        "within a repetition)" in proc.stdout + proc.stderr
+    )
+
+
 def test_gloo_runs_get_a_launch_each_and_traced_ring_runs_share_with_traced_ones(tmp_path):
     spec, plan = plan_of(
         tmp_path,

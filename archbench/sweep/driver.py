@@ -168,13 +168,17 @@ class Sweep:
         """The launches the runs go in, in run order."""
         if not self.warm:
             return cold_groups(runs)
-        return warm_groups(runs)
+        return warm_groups(runs, by_repetition=self.spec.order == "blocked")
 
     def _launches_text(self, groups: list[list[PlannedRun]]) -> str:
         """` in L launch(es) (warm: …)` for the summary line; empty with nothing to run."""
         if not groups:
             return ""
-        how = "warm: runs sharing a process layout share a launch" if self.warm else "cold"
+        how = "cold"
+        if self.warm:
+            how = "warm: runs sharing a process layout share a launch"
+            if self.spec.order == "blocked":
+                how += " within a repetition"
         return f" in {len(groups)} launch(es) ({how})"
 
     def _launchers(self) -> set[str]:

@@ -43,15 +43,19 @@ def layout_key(run: PlannedRun) -> str | None:
     return json.dumps(fixed, sort_keys=True, default=str)
 
 
-def warm_groups(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+def warm_groups(runs: list[PlannedRun], by_repetition: bool = False) -> list[list[PlannedRun]]:
     """The runs in groups that can share a launch: groups in the order of their first run in
     `runs`, runs in their order in `runs` (so a shuffled study stays shuffled: its groups come in
-    random order, and so do the runs inside each)."""
+    random order, and so do the runs inside each). `by_repetition` (`order: blocked`): a launch
+    holds runs of one repetition only, so the repetitions of a configuration run at different
+    times of the study instead of one after another in one launch."""
     groups: dict[str, list[PlannedRun]] = {}
     alone: list[list[PlannedRun]] = []
     ordered: list[list[PlannedRun]] = []
     for run in runs:
         key = layout_key(run)
+        if key is not None and by_repetition:
+            key = f"{run.repetition}:{key}"
         if key is None:
             alone.append([run])
             ordered.append(alone[-1])

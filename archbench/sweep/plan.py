@@ -325,8 +325,10 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
                     traced=traced,
                 )
             )
-    if spec.order == "random":
+    if spec.order in ("random", "blocked"):
         random.Random(f"order:{spec.seed}").shuffle(plan.runs)
+    if spec.order == "blocked":  # stable: each repetition keeps its shuffled order
+        plan.runs.sort(key=lambda run: run.repetition)
     return plan
 
 

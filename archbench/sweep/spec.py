@@ -24,7 +24,10 @@ from archbench.sweep.preflight import interpreter_problem
 
 DESIGN_KINDS = ("full_factorial", "random", "latin_hypercube", "one_at_a_time")
 CLUSTER_KINDS = ("auto", "localhost", "emulated", "slurm", "hostfile")
-ORDERS = ("random", "design")
+# random: seeded shuffle; blocked: each repetition in turn (shuffled inside), so a configuration's
+# repetitions are spread over the study's time and warm launches form inside a repetition;
+# design: the design's own order.
+ORDERS = ("random", "blocked", "design")
 # How a study's `single` baseline runs beside a `workers` factor: alone on one host, or loaded
 # (with workers - 1 companions training at the same time on other hosts, as a W-worker job
 # loads the machine); auto: loaded on the emulated cluster, whose nodes share one machine.
