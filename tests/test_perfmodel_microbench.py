@@ -153,3 +153,31 @@ def test_microbench_on_a_dilated_cluster_reports_virtual_time(emulated_cluster, 
     assert calib.inter is not None and "ps_request_s" in calib.measured
     # measured on a shaped link: the links' efficiency is the calibration's, never fitted
     assert "link_efficiency" in calib.measured
+
+
+def test_what_runs_before_each_timed_call_is_left_out_of_its_time(monkeypatch) -> None:
+    from archbench.perfmodel.measure import mb_ranks
+
+    clock = [0.0]
+    events: list[str] = []
+    monkeypatch.setattr(mb_ranks.time, "perf_counter", lambda: clock[0])
+
+    def wait() -> None:  # the random fraction of Horovod's cycle
+        events.append("wait")
+        clock[0] += 1.0
+
+    def call() -> None:
+        events.append("call")
+        clock[0] += 0.002
+
+    class OneRank:
+        def bcast(self, value, root):
+            return value
+
+    times, iterations = mb_ranks._timed(call, OneRank(), budget_s=0.0, before=wait)
+    calls = mb_ranks.WARMUP + mb_ranks.TRIALS + iterations
+    assert iterations == mb_ranks.MIN_ITERATIONS and events == ["wait", "call"] * calls
+    assert times == pytest.approx([0.002] * iterations)
+    # the same fractions on every rank: a rank's sequence of waits is fixed by the seed
+    first, second = (mb_ranks.random.Random(mb_ranks.CYCLE_PHASE_SEED).random() for _ in range(2))
+    assert first == second and 0.0 <= first < 1.0

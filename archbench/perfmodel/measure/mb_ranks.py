@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import socket
 import statistics
 import sys
@@ -63,19 +64,28 @@ def on_virtual_cores() -> float:
     return factor()
 
 
-def _timed(fn: Callable[[], None], comm, budget_s: float) -> tuple[list[float], int]:
+def _timed(
+    fn: Callable[[], None], comm, budget_s: float, before: Callable[[], None] | None = None
+) -> tuple[list[float], int]:
     """Times `fn` (which all ranks call together) in virtual seconds; the count is decided by
-    rank 0 (the budget per size is real time)."""
+    rank 0 (the budget per size is real time). `before` runs untimed ahead of every call."""
+
+    def untimed() -> None:
+        if before is not None:
+            before()
 
     for _ in range(WARMUP):
+        untimed()
         fn()
     start = time.perf_counter()
     for _ in range(TRIALS):
+        untimed()
         fn()
     trial = (time.perf_counter() - start) / TRIALS
     iterations = comm.bcast(_iterations(trial, budget_s), root=0)
     times = []
     for _ in range(iterations):
+        untimed()
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
@@ -159,7 +169,15 @@ def bench_horovod(sizes: list[int], budget_s: float, algorithm: str = "ring") ->
     """hvd.allreduce of one float32 tensor per size over all ranks (Horovod's own controller),
     set up as the ring trainer sets it up: the MPI allreduce algorithm of the study's runs
     (`--allreduce-algorithm`), the default fusion threshold and cycle time (a virtual duration:
-    D times longer in real time)."""
+    D times longer in real time).
+
+    Each call is made at a random point of Horovod's cycle, as a training step's allreduce is
+    (it is submitted when the backward pass ends, wherever the background loop then is): called
+    back to back, a call starts just after the previous one ended and so always at the same
+    point of the cycle, and its time is a whole number of cycles that flips between one and two
+    from one calibration to the next (the fixed cost of a 4-host call measured 1.7 and 2.3 ms).
+    Every rank waits the same seeded fraction of a cycle, untimed, before each call: ranks
+    leave an allreduce together and start the next together, as training ranks do."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # deferred: each bench loads only its own stack (the ring trainer's module loads numpy)
     from archbench.trainers.ring import allreduce_algorithm_run, mpi_allreduce_environment
@@ -167,7 +185,8 @@ def bench_horovod(sizes: list[int], budget_s: float, algorithm: str = "ring") ->
     os.environ["HOROVOD_FUSION_THRESHOLD"] = str(
         int(SETTINGS["fusion_threshold_mb"].default * 1024 * 1024)
     )
-    os.environ["HOROVOD_CYCLE_TIME"] = str(SETTINGS["cycle_time_ms"].default * factor())
+    cycle_real_s = SETTINGS["cycle_time_ms"].default * factor() / 1000.0
+    os.environ["HOROVOD_CYCLE_TIME"] = str(cycle_real_s * 1000.0)
     os.environ.update(mpi_allreduce_environment(algorithm))
     # deferred: Horovod reads the environment set above; TensorFlow and mpi4py load with it
     import horovod.tensorflow as hvd
@@ -179,6 +198,7 @@ def bench_horovod(sizes: list[int], budget_s: float, algorithm: str = "ring") ->
     on_virtual_cores()
     comm = MPI.COMM_WORLD
     rows: list[dict] = []
+    phases = random.Random(CYCLE_PHASE_SEED)  # the same fractions of a cycle on every rank
     for nbytes in sizes:
         count = max(nbytes // 4, 1)
         tensor = tf.ones([count], dtype=tf.float32)
@@ -186,13 +206,21 @@ def bench_horovod(sizes: list[int], budget_s: float, algorithm: str = "ring") ->
         def allreduce(tensor=tensor, name=f"mb_{count}") -> None:
             hvd.allreduce(tensor, op=hvd.Sum, name=name).numpy()
 
-        times, iterations = _timed(allreduce, comm, budget_s)
+        times, iterations = _timed(allreduce, comm, budget_s, partial(_sleep, phases, cycle_real_s))
         slowest = comm.reduce(statistics.median(times), op=MPI.MAX, root=0)
         if hvd.rank() == 0:
             row = _allreduce_row("allreduce_horovod", count * 4, hvd.size(), iterations, slowest)
             rows.append({**row, "algorithm": ran, "setting": algorithm})
     hvd.shutdown()
     return rows
+
+
+CYCLE_PHASE_SEED = 7
+
+
+def _sleep(phases: random.Random, cycle_s: float) -> None:
+    """Waits a random fraction of one cycle (real seconds)."""
+    time.sleep(phases.random() * cycle_s)
 
 
 # --------------------------------------------------------------------------- TensorFlow PS
