@@ -164,11 +164,16 @@ class Sweep:
     def warm(self) -> bool:
         return self.spec.warm and not self.options.cold
 
+    @property
+    def blocked(self) -> bool:
+        """`order: blocked`: a launch holds runs of one repetition only."""
+        return self.spec.order == "blocked"
+
     def groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
         """The launches the runs go in, in run order."""
         if not self.warm:
             return cold_groups(runs)
-        return warm_groups(runs, by_repetition=self.spec.order == "blocked")
+        return warm_groups(runs, by_repetition=self.blocked)
 
     def _launches_text(self, groups: list[list[PlannedRun]]) -> str:
         """` in L launch(es) (warm: …)` for the summary line; empty with nothing to run."""
@@ -177,7 +182,7 @@ class Sweep:
         how = "cold"
         if self.warm:
             how = "warm: runs sharing a process layout share a launch"
-            if self.spec.order == "blocked":
+            if self.blocked:
                 how += " within a repetition"
         return f" in {len(groups)} launch(es) ({how})"
 

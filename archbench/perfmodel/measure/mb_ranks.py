@@ -185,8 +185,8 @@ def bench_horovod(sizes: list[int], budget_s: float, algorithm: str = "ring") ->
     os.environ["HOROVOD_FUSION_THRESHOLD"] = str(
         int(SETTINGS["fusion_threshold_mb"].default * 1024 * 1024)
     )
-    cycle_real_s = SETTINGS["cycle_time_ms"].default * factor() / 1000.0
-    os.environ["HOROVOD_CYCLE_TIME"] = str(cycle_real_s * 1000.0)
+    cycle_real_ms = SETTINGS["cycle_time_ms"].default * factor()
+    os.environ["HOROVOD_CYCLE_TIME"] = str(cycle_real_ms)
     os.environ.update(mpi_allreduce_environment(algorithm))
     # deferred: Horovod reads the environment set above; TensorFlow and mpi4py load with it
     import horovod.tensorflow as hvd
@@ -206,7 +206,9 @@ def bench_horovod(sizes: list[int], budget_s: float, algorithm: str = "ring") ->
         def allreduce(tensor=tensor, name=f"mb_{count}") -> None:
             hvd.allreduce(tensor, op=hvd.Sum, name=name).numpy()
 
-        times, iterations = _timed(allreduce, comm, budget_s, partial(_sleep, phases, cycle_real_s))
+        times, iterations = _timed(
+            allreduce, comm, budget_s, partial(_sleep, phases, cycle_real_ms / 1000)
+        )
         slowest = comm.reduce(statistics.median(times), op=MPI.MAX, root=0)
         if hvd.rank() == 0:
             row = _allreduce_row("allreduce_horovod", count * 4, hvd.size(), iterations, slowest)
