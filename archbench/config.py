@@ -144,6 +144,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if config.epochs is None and config.steps is None:
         config.epochs = 1
     check_levels(config.arch, values)
+    dataset = SETTINGS["dataset"]
+    try:
+        dataset.check(config.dataset)
+    except ValueError as exc:
+        raise UsageError(f"{dataset.train_flag} {exc}") from None
     problem = combination_problem({**values, "warmup_steps": asked_warmup})
     if problem:
         raise UsageError(problem)

@@ -20,6 +20,17 @@ import numpy as np
 
 from archbench.errors import DamagedDataFile, UsageError
 from archbench.words import tokenize, windows
+from archbench.workloads.user_data import load_user_data, parse_user_data
+
+# settings that shape a user's samples (archbench.workloads.user_data)
+USER_DATA_SETTINGS = (
+    "loss",
+    "label_column",
+    "feature_columns",
+    "test_fraction",
+    "window",
+    "horizon",
+)
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 IDX_FILES = {
@@ -431,12 +442,22 @@ def load_dataset(config) -> ArrayDataset | SyntheticData:
 
 def _source_key(config) -> tuple:
     """What a loaded data set depends on: its settings, and each of its files' size and time."""
+    user = parse_user_data(config.dataset)
+    if user is not None:
+        # the file's version and every setting that shapes the samples
+        shaping = tuple(getattr(config, name, None) for name in USER_DATA_SETTINGS)
+        return (config.dataset, shaping), tuple(_file_versions(user.files()))
     folder = config.data_dir or (FASHION_MNIST_DIR if config.dataset == "fashion_mnist" else None)
     paths = [config.text_file] if config.text_file else []
     if folder and os.path.isdir(folder):
         for root in (folder, os.path.join(folder, CIFAR10_FOLDER)):
             if os.path.isdir(root):
                 paths += [os.path.join(root, name) for name in sorted(os.listdir(root))]
+    settings = (config.dataset, folder, config.text_file, config.seq_len, config.vocab_size)
+    return settings, tuple(_file_versions(paths))
+
+
+def _file_versions(paths: list[str]) -> list[tuple]:
     files = []
     for path in paths:
         try:
@@ -444,11 +465,23 @@ def _source_key(config) -> tuple:
         except OSError:
             continue
         files.append((path, stat.st_size, stat.st_mtime_ns))
-    settings = (config.dataset, folder, config.text_file, config.seq_len, config.vocab_size)
-    return settings, tuple(files)
+    return files
 
 
 def _load(config) -> ArrayDataset | SyntheticData:
+    user = parse_user_data(config.dataset)
+    if user is not None:
+        found = load_user_data(user, config)
+        return ArrayDataset(
+            found.name,
+            found.x_train,
+            found.y_train,
+            found.x_test,
+            found.y_test,
+            found.outputs,
+            found.scale,
+            found.source,
+        )
     if config.dataset == "fashion_mnist":
         return load_idx_dataset("fashion_mnist", config.data_dir or FASHION_MNIST_DIR)
     if config.dataset == "mnist":
@@ -480,6 +513,9 @@ def _load(config) -> ArrayDataset | SyntheticData:
 def check_available(config) -> None:
     """Fails fast (before any process starts work) when the data set's files are missing or
     damaged: one line per problem."""
+    if parse_user_data(config.dataset) is not None:
+        load_dataset(config)  # read and checked once; the run then finds it loaded
+        return
     if config.dataset in ("fashion_mnist", "mnist"):
         folder = config.data_dir or (
             FASHION_MNIST_DIR if config.dataset == "fashion_mnist" else None
@@ -588,8 +624,7 @@ def train_batches(
 
     scale = np.float32(data.scale)
     for batch_indices in plan.worker_indices(epoch, worker)[first_step:]:
-        x = data.x_train[batch_indices]
-        x = x.astype(np.float32) * scale if data.scale != 1.0 else x
+        x = as_model_input(data.x_train[batch_indices], scale)
         yield tf.convert_to_tensor(x), tf.convert_to_tensor(data.y_train[batch_indices])
 
 
@@ -598,9 +633,17 @@ def test_arrays(data: ArrayDataset, samples: int = 0) -> tuple[np.ndarray, np.nd
     x, y = data.x_test, data.y_test
     if samples:
         x, y = x[:samples], y[:samples]
-    if data.scale != 1.0:
-        x = x.astype(np.float32) * np.float32(data.scale)
-    return x, y
+    return as_model_input(x, np.float32(data.scale)), np.asarray(y)
+
+
+def as_model_input(x: np.ndarray, scale: np.float32) -> np.ndarray:
+    """Samples as the model takes them: scaled to float32 (images), other floats as float32,
+    integers (token ids) as stored."""
+    if scale != 1.0:
+        return x.astype(np.float32) * scale
+    if x.dtype.kind == "f" and x.dtype != np.float32:
+        return x.astype(np.float32)
+    return np.asarray(x)
 
 
 def test_batches(

@@ -43,6 +43,7 @@ from archbench.models import global_norm, parameter_digest
 from archbench.partition import data_partition
 from archbench.probes import is_probe
 from archbench.trainers.base import Trainer
+from archbench.workloads.task import correct_count, is_regression, per_sample_loss
 
 EVAL_BATCH = 1000
 MAX_COMPUTE_PASSES = 1000  # bounds a probe's compute window however short a pass is
@@ -78,6 +79,7 @@ class LoopResult:
     last_loss: float | None = None
     final_loss: float | None = None
     test_accuracy: float | None = None
+    test_rmse: float | None = None  # --loss mse: the root of the test loss
     time_to_target_s: float | None = None
     param_norm: float | None = None
     param_digest: str | None = None
@@ -99,18 +101,20 @@ def schedule(config: TrainConfig, plan: BatchPlan) -> tuple[int, int]:
     return config.epochs * plan.steps_per_epoch, config.epochs
 
 
-def evaluate(model, batches) -> tuple[float, float]:
-    """(mean cross-entropy, accuracy) of the model's current parameters on the (x, y) batches."""
+def evaluate(model, batches, loss: str = "crossentropy") -> tuple[float, float | None]:
+    """(mean loss, accuracy) of the model's current parameters on the (x, y) batches: the
+    cross-entropy and the share classified right, or for values (--loss mse) the mean squared
+    error and None."""
     import tensorflow as tf  # deferred: the schedule and batch plan here are read without it
 
     total_loss, correct, count = 0.0, 0, 0
     for x, y in batches:
-        logits = model(x, training=False)
-        losses = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
-        total_loss += float(tf.reduce_sum(losses))
-        correct += int(np.sum(np.argmax(logits.numpy(), axis=-1) == np.asarray(y)))
+        outputs = model(x, training=False)
+        total_loss += float(tf.reduce_sum(per_sample_loss(tf, loss, y, outputs)))
+        right = correct_count(loss, outputs.numpy(), y)
+        correct = None if right is None else correct + right
         count += len(y)
-    return total_loss / count, correct / count
+    return total_loss / count, None if correct is None else correct / count
 
 
 def evaluates(config: TrainConfig, data: ArrayDataset | SyntheticData) -> bool:
@@ -229,7 +233,9 @@ def _train(
         if with_test:
             started = time.perf_counter()
             loss, accuracy = evaluate(
-                trainer.eval_model(), test_batches(data, config.eval_samples, eval_batch)
+                trainer.eval_model(),
+                test_batches(data, config.eval_samples, eval_batch),
+                config.loss,
             )
             result.eval_s += time.perf_counter() - started
         point = {
@@ -239,6 +245,9 @@ def _train(
             "loss": float(np.mean(epoch_losses)) if epoch_losses else None,
             "test_loss": loss,
             "test_accuracy": accuracy,
+            "test_rmse": math.sqrt(loss)
+            if loss is not None and is_regression(config.loss)
+            else None,
             "samples_per_s": (step - max(epoch_start_step, config.warmup_steps))
             * plan.global_batch
             / epoch_train_s
@@ -247,11 +256,18 @@ def _train(
         }
         result.evaluations.append(point)
         result.final_loss, result.test_accuracy = loss, accuracy
+        result.test_rmse = point["test_rmse"]
         target = config.target_accuracy
         reached = accuracy is not None and target is not None and accuracy >= target
         if reached and result.time_to_target_s is None:
             result.time_to_target_s = result.train_s
-        tested = f"test loss {loss:.4f}, test accuracy {accuracy:.4f}" if with_test else "no test"
+        tested = (
+            "no test"
+            if not with_test
+            else f"test loss {loss:.4f}, test RMSE {point['test_rmse']:.4f}"
+            if accuracy is None
+            else f"test loss {loss:.4f}, test accuracy {accuracy:.4f}"
+        )
         log(
             f"epoch {epoch} step {step}/{total_steps}: train loss {point['loss']:.4f}, "
             f"{tested}, train time {result.train_s:.1f}s"

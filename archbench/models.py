@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from archbench.errors import UsageError
+from archbench.workloads.model_source import ModelSource, build_user_model, parse_model
 
 IMAGE_MODELS = ("mlp", "cnn", "resnet20", "wide_mlp")
 TEXT_MODELS = ("charlm", "wordlm")
@@ -29,16 +32,37 @@ KERAS_APPLICATIONS = {
 }
 WIDE_MLP_UNITS = 4096
 MODEL_NAMES_HELP = (
-    f"one of {', '.join(IMAGE_MODELS + TEXT_MODELS)}, or a tf.keras.applications "
-    f"network for synthetic/cifar10 data ({', '.join(KERAS_APPLICATIONS)})"
+    f"one of {', '.join(IMAGE_MODELS + TEXT_MODELS)}, a tf.keras.applications "
+    f"network ({', '.join(KERAS_APPLICATIONS)}), or your own: FILE.py:FUNCTION or "
+    "package.module:FUNCTION (called as FUNCTION(input_shape, num_outputs), returns a "
+    "tf.keras.Model), or a saved model FILE.keras / FILE.h5 (trained from its weights)"
 )
 
 
+BUILTIN_MODELS = IMAGE_MODELS + TEXT_MODELS + tuple(KERAS_APPLICATIONS)
+
+
+def model_source(spec: str) -> ModelSource:
+    """Where a `--model` value's model comes from (a built-in name or a user's model);
+    UsageError when it is of no known form."""
+    return parse_model(spec, BUILTIN_MODELS)
+
+
 def check_model_name(model: str, dataset: str) -> None:
-    """Raises UsageError when the model is unknown or cannot read this data set."""
-    known = IMAGE_MODELS + TEXT_MODELS + tuple(KERAS_APPLICATIONS)
-    if model not in known:
-        raise UsageError(f"unknown model {model!r} (choose from {', '.join(known)})")
+    """Raises UsageError when the model is unknown or cannot read this data set (a user's model
+    is checked for its form here, and its file by archbench.workloads.model_source)."""
+    source = model_source(model)
+    if source.user:
+        if source.path is not None and not os.path.isfile(source.path):
+            raise UsageError(f"--model {model}: no such file {source.path}")
+        if dataset in TEXT_DATASET_OF.values():
+            raise UsageError(
+                f"dataset {dataset!r} goes with its own model only ({', '.join(TEXT_MODELS)})"
+            )
+        return
+    user_data = ":" in str(dataset)
+    if user_data and model not in TEXT_MODELS:
+        return
     if TEXT_DATASET_OF.get(model) != dataset and (
         model in TEXT_MODELS or dataset in TEXT_DATASET_OF.values()
     ):
@@ -46,7 +70,7 @@ def check_model_name(model: str, dataset: str) -> None:
             f"model {model!r} does not train on dataset {dataset!r} "
             "(charlm goes with --dataset text and wordlm with --dataset words, and only there)"
         )
-    if model in KERAS_APPLICATIONS and dataset not in ("synthetic", "cifar10"):
+    if model in KERAS_APPLICATIONS and dataset not in ("synthetic", "cifar10") and not user_data:
         raise UsageError(
             f"model {model!r} needs --dataset synthetic or cifar10 "
             "(use --synthetic-shape 224x224x3 for ImageNet-shaped inputs)"
@@ -90,6 +114,9 @@ def build_model(
 
     Layers are named, so variable names (which parameter servers shard by) do not depend on how
     many models the process built before."""
+    source = model_source(name)
+    if source.user:
+        return build_user_model(source, input_shape, num_classes, seed)
     # deferred: TensorFlow; the settings, the sweep's checks and `predict` read this module
     import tensorflow as tf
 

@@ -27,6 +27,7 @@ from archbench.errors import UsageError
 from archbench.tensor_partition import APPLIES_TO as _PARTITIONED
 from archbench.tensor_partition import PRIORITIES
 from archbench.tensor_partition import problem as partition_problem
+from archbench.workloads.task import LOSSES
 
 DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text", "words")
 OPTIMIZERS = ("sgd",)
@@ -185,12 +186,30 @@ class Setting:
 
 
 def _check_model(value: str) -> None:
-    # deferred: archbench.models loads numpy
-    from archbench.models import IMAGE_MODELS, KERAS_APPLICATIONS, TEXT_MODELS
+    # deferred: archbench.models loads numpy (the model's form only: no file is opened here)
+    from archbench.models import model_source
 
-    known = IMAGE_MODELS + TEXT_MODELS + tuple(KERAS_APPLICATIONS)
-    if value not in known:
-        raise LevelError(f"must be one of {', '.join(known)}, got {value!r}")
+    try:
+        model_source(value)
+    except UsageError as exc:
+        raise LevelError(str(exc).removeprefix("--model ")) from None
+
+
+def _check_dataset(value: str) -> None:
+    if value in DATASETS:
+        return
+    # deferred: the user's data forms (its form only: no file is opened here)
+    from archbench.workloads.user_data import parse_user_data
+
+    try:
+        found = parse_user_data(value)
+    except UsageError as exc:
+        raise LevelError(str(exc).split(": ", 1)[-1]) from None
+    if found is None:
+        raise LevelError(
+            f"must be one of {', '.join(DATASETS)} or npz:FILE, npy:FOLDER, csv:FILE, "
+            f"series:FILE, got {value!r}"
+        )
 
 
 def _check_bandwidth(value: str) -> None:
@@ -269,7 +288,13 @@ SETTINGS: dict[str, Setting] = {
         # --- train settings (flags of python -m archbench.train) ---
         S("arch", "choice", "single", ALL, choices=ARCHITECTURES, help="communication architecture"),
         S("model", "str", "mlp", ALL, check=_check_model, help="model name (see --help)"),
-        S("dataset", "choice", "fashion_mnist", ALL, choices=DATASETS),
+        S("dataset", "str", "fashion_mnist", ALL, check=_check_dataset, help=f"one of {', '.join(DATASETS)}, or your own: npz:FILE (x_train, y_train, x_test, y_test), npy:FOLDER (the same four .npy files, memory-mapped), csv:FILE (a table), series:FILE (a time series in a CSV)"),
+        S("loss", "choice", "crossentropy", ALL, choices=LOSSES, help="crossentropy: labels are classes (the model outputs logits; test accuracy); mse: labels are values (test RMSE)"),
+        S("label_column", "str", None, ALL, help="csv/series: the column to predict, by name or 0-based index (default: the last column; series: the last numeric one)"),
+        S("feature_columns", "str", None, ALL, help="csv/series: the input columns, comma separated (default: every other column; series: every numeric column)"),
+        S("test_fraction", "float", 0.2, ALL, minimum=0, exclusive_minimum=True, maximum=0.9, numeric=True, help="csv/series: the share held out for testing (a table's rows seeded, the same for every run; a series' last time steps)"),
+        S("window", "int", 32, ALL, minimum=1, maximum=1_000_000, numeric=True, unit="rows", help="series: the time steps one sample reads"),
+        S("horizon", "int", 1, ALL, minimum=1, maximum=1_000_000, numeric=True, unit="rows", help="series: how many steps after its window a sample's label lies"),
         S("data_dir", "str", None, ALL, help="folder with the data set's files (default for fashion_mnist: Debian's)"),
         S("text_file", "str", None, ALL, help="corpus for --dataset text or words (default: the Python standard library's sources)"),
         S("vocab_size", "int", 20_000, ALL, minimum=2, maximum=10_000_000, numeric=True, unit="words", help="words in the vocabulary of --dataset words (the most frequent; the rest share one id)"),

@@ -236,8 +236,11 @@ def run(args: argparse.Namespace, watcher: StopSignalWatcher | None = None) -> i
         validate_world(config, place)
         # deferred: archbench.data loads numpy; bad flags fail before it
         from archbench.data import check_available
+        from archbench.models import model_source
+        from archbench.workloads.model_source import check_model_file
 
         check_available(config)
+        check_model_file(model_source(config.model))
     except UsageError as exc:
         _say_usage_error(exc, place)
         return UsageError.exit_code
@@ -250,7 +253,10 @@ def run(args: argparse.Namespace, watcher: StopSignalWatcher | None = None) -> i
     try:
         return _train(config, place, state)
     except UsageError as exc:  # found only once the job was up (e.g. a model that rejects a shape)
-        _say_usage_error(exc, place)
+        # the chief worker says it: rank 0 may be a parameter server, which builds no model
+        if state.is_chief or place.rank == 0:
+            for line in str(exc).splitlines():
+                print(f"archbench train: error: {line}", file=sys.stderr, flush=True)
         return UsageError.exit_code
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
         message = f"{exc}".strip() or type(exc).__name__
@@ -281,8 +287,10 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     # for --help or bad flags
     from archbench.data import load_dataset
     from archbench.loop import quantile, run_training, step_statistics
-    from archbench.models import parameter_stats
+    from archbench.models import model_source, parameter_stats
     from archbench.trainers import make_trainer
+    from archbench.workloads.model_source import source_facts
+    from archbench.workloads.user_data import data_facts
 
     phases.end("imports")
     data = load_dataset(config)
@@ -298,7 +306,11 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     trainer.setup()
     if tracer is not None:
         tracer.prepare(trainer)
-    state.model_stats = parameter_stats(trainer.model) if trainer.model is not None else None
+    state.model_stats = (
+        {**parameter_stats(trainer.model), **source_facts(model_source(config.model))}
+        if trainer.model is not None
+        else None
+    )
     phases.end("model")
     hosts = trainer.allgather_object(place.hostname)
     probe = _fidelity_probe(hosts) if trainer.is_chief else None
@@ -385,6 +397,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     )
     record_config["steps_run"] = loop_result.steps
     record_config["dataset_source"] = data.source
+    record_config.update(data_facts(config.dataset))
     result = result_section(loop_result, digests, config.target_accuracy)
     dilation = dilation_factor()
     if fidelity is not None and dilation != 1:
@@ -465,6 +478,7 @@ def result_section(loop_result, digests: list, target_accuracy: float | None) ->
         "final_loss": loop_result.final_loss,
         "last_train_loss": loop_result.last_loss,
         "test_accuracy": loop_result.test_accuracy,
+        "test_rmse": loop_result.test_rmse,
         "param_norm": loop_result.param_norm,
         "param_digest_per_rank": digests,
         "target_accuracy": target_accuracy,

@@ -67,8 +67,11 @@ if ! "$py" -c 'import tensorflow as tf, numpy as np; assert tf.__version__ == "2
   "${pip[@]}" install "${pin[@]}" 'tensorflow-cpu==2.15.1' 'numpy<2' || fail "pip install tensorflow-cpu==2.15.1"
 fi
 
+# scikit-learn and statsmodels: their bundled data sets (UCI tables, time series) feed the
+# examples of bringing one's own data and their tests; nothing is downloaded.
 say "installing Python libraries"
 "${pip[@]}" install "${pin[@]}" 'numpy<2' mpi4py pandas matplotlib pyyaml pytest pytest-timeout ruff scipy pymetis \
+  scikit-learn statsmodels \
   || fail "pip install of the Python libraries"
 
 # Horovod is built from source against the TensorFlow above; skip when the built one matches.

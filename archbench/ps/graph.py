@@ -62,6 +62,7 @@ from archbench.ps import rows
 from archbench.ps.cluster_spec import ClusterLayout
 from archbench.ps.sharding import ShardPlan, cut_shards, plan_for_model, with_row_placement
 from archbench.sparse_rows import embedding_variables
+from archbench.workloads.task import label_dtype, per_sample_loss
 
 DONE_QUEUE = "archbench_ps_done"
 REPORT_QUEUE = "archbench_ps_reports"
@@ -155,6 +156,8 @@ def build_worker_graph(
     sparse_rows: bool = False,
     row_servers: np.ndarray | None = None,
     partition=None,
+    loss_name: str = "crossentropy",
+    label_shape: tuple[int, ...] = (),
 ) -> WorkerGraph:
     """`compression`: a CompressionSpec, or None (dense pushes); only `topk` changes the graph.
     `sparse_rows`: push and pull only the embedding rows a batch touches (`archbench.ps.rows`);
@@ -184,14 +187,12 @@ def build_worker_graph(
         with tf.device(worker_device):
             before = {id(u) for u in model.updates}
             x = tf.compat.v1.placeholder(input_dtype, (None, *input_shape), name="x")
-            y = tf.compat.v1.placeholder(tf.int32, (None,), name="y")
+            y = tf.compat.v1.placeholder(label_dtype(tf, loss_name), (None, *label_shape), name="y")
             local_step = tf.compat.v1.placeholder(tf.int64, (), name="local_step")
             logits = model(x, training=True)
             # batch-norm moving statistics stay on each worker (as with Horovod, no sync BN)
             statistics_updates = [u for u in model.updates if id(u) not in before]
-            loss = tf.reduce_mean(
-                tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
-            )
+            loss = tf.reduce_mean(per_sample_loss(tf, loss_name, y, logits))
             grads = [
                 tf.convert_to_tensor(g)  # embedding gradients arrive as IndexedSlices
                 for g in tf.gradients(loss, model.trainable_variables)
@@ -333,10 +334,7 @@ def build_worker_graph(
                 # the fused step's forward pass reads the rows just pulled
                 fused_logits = model(x, training=True)
                 fused_loss = tf.reduce_mean(
-                    tf.keras.losses.sparse_categorical_crossentropy(
-                        y, fused_logits, from_logits=True
-                    ),
-                    name="fused_loss",
+                    per_sample_loss(tf, loss_name, y, fused_logits), name="fused_loss"
                 )
                 fused_grads = [
                     g if i in row_sparse else tf.convert_to_tensor(g)

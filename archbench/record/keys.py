@@ -140,15 +140,24 @@ def _config_keys() -> list[Key]:
             Key(f"config.{name}", _SETTING_TYPES[row.kind], row.unit,
                 1 if name in _CONFIG_SINCE_1 else 2, "archbench.sweep.records", "the sweep")
         )  # fmt: skip
-    return keys + _keys(
-        "archbench.train",
-        1,
-        """
+    return (
+        keys
+        + _keys(
+            "archbench.train",
+            1,
+            """
         config.global_batch_size int samples
         config.controller str -
         config.steps_run int count
         config.dataset_source str -
         """,
+        )
+        + _keys(
+            "archbench.workloads.user_data.data_facts",
+            3,
+            "config.dataset_sha256 str -",
+            "a user's data set (npz:, npy:, csv:, series:)",
+        )
     )
 
 
@@ -228,6 +237,16 @@ _MODEL_STATS = _keys(
     model_stats.param_bytes int bytes
     model_stats.tensors int count
     """,
+) + _keys(
+    "archbench.workloads.model_source.source_facts",
+    3,
+    """
+    model_stats.label str -
+    model_stats.source str -
+    model_stats.file str -
+    model_stats.sha256 str -
+    """,
+    "a user's model (FILE.py:FUNCTION, package.module:FUNCTION, FILE.keras / FILE.h5)",
 )
 
 _TIMING = (
@@ -440,6 +459,7 @@ _RESULT = _keys(
     result.final_loss float -
     result.last_train_loss float -
     result.test_accuracy float share
+    result.test_rmse float - 3
     result.param_norm float -
     result.param_digest_per_rank list -
     result.target_accuracy float share

@@ -38,6 +38,7 @@ from archbench.launch import ProcessPlace
 from archbench.localsgd import AVERAGE, SYNC, SyncSchedule
 from archbench.models import build_for_data
 from archbench.timeline.recorder import NULL_RECORDER, Recorder
+from archbench.workloads.task import keras_loss
 
 
 class Trainer(ABC):
@@ -205,6 +206,7 @@ class KerasTrainer(Trainer):
     """
 
     SETTINGS_READ = Trainer.SETTINGS_READ + (
+        "loss",  # keras_loss
         "model",  # build_for_data
         "seed",  # build_for_data
         "optimizer",  # make_optimizer
@@ -218,7 +220,7 @@ class KerasTrainer(Trainer):
 
         self.model = build_for_data(self.config.model, self.data, self.config.seed)
         self.optimizer = make_optimizer(self.config)
-        self.loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.loss_fn = keras_loss(tf, self.config.loss)
         self._compute = tf.function(self._compute_gradients)
         self._exchange_and_apply = tf.function(self._exchange_apply)
         self._fused = tf.function(self._build_fused_step())

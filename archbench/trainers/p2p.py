@@ -66,6 +66,7 @@ COMPUTE_WORK = "forward + backward"  # what the gradients' tf.function computes
 class P2PTrainer(Trainer):
     arch = "p2p"
     SETTINGS_READ = Trainer.SETTINGS_READ + (
+        "loss",  # archbench.workloads.task
         "optimizer",  # only sgd
         "model",
         "seed",
@@ -93,6 +94,7 @@ class P2PTrainer(Trainer):
         from mpi4py import MPI
 
         from archbench.models import build_for_data
+        from archbench.workloads.task import keras_loss
 
         self.comm = MPI.COMM_WORLD
         self.check_world("MPI", self.comm.Get_rank(), self.comm.Get_size())
@@ -104,7 +106,7 @@ class P2PTrainer(Trainer):
         self.shapes = [tuple(v.shape) for v in self.variables]
         self.sizes = [int(np.prod(shape)) for shape in self.shapes]
         self.plan = ShardPlan(sum(self.sizes), self.world_size)
-        self.loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.loss_fn = keras_loss(tf, self.config.loss)
         self.densified: list[str] = []  # variables whose gradient came as IndexedSlices
 
         # The parameters live here; the model's variables are refreshed from this vector.

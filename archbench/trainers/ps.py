@@ -28,7 +28,7 @@ from archbench.compression.record import ps_stats
 from archbench.errors import RunFailed, UsageError
 from archbench.launch import threads_per_process
 from archbench.localsgd import AVERAGE, SYNC
-from archbench.models import build_for_data
+from archbench.models import build_for_data, model_source
 from archbench.partition import data_partition, place_rows
 from archbench.ps import row_bytes
 from archbench.ps.cluster_spec import (
@@ -64,6 +64,7 @@ READY_POLL_S = 0.1
 class PSTrainer(Trainer):
     arch = "ps"
     SETTINGS_READ = Trainer.SETTINGS_READ + (
+        "loss",  # archbench.workloads.task
         "ps_timeout_s",
         "threads",
         "model",
@@ -214,7 +215,11 @@ class PSTrainer(Trainer):
 
     def _setup_worker(self, tf, threads: int) -> None:
         config, data = self.config, self.data
-        input_dtype = tf.float32 if data.scale != 1.0 else tf.as_dtype(data.x_train.dtype)
+        input_dtype = (
+            tf.float32
+            if data.scale != 1.0 or data.x_train.dtype.kind == "f"
+            else tf.as_dtype(data.x_train.dtype)
+        )
         self.graph = build_worker_graph(
             tf,
             model_name=config.model,
@@ -234,6 +239,8 @@ class PSTrainer(Trainer):
             sparse_rows=self.sparse_rows,
             row_servers=self._row_placement.servers if self._row_placement else None,
             partition=self.partition if self.partition.active else None,
+            loss_name=config.loss,
+            label_shape=tuple(getattr(data, "y_train", np.empty((0,))).shape[1:]),
         )
         self.plan = self.graph.plan
         # The eager copy: the seed's initial values (the same as every other architecture's) and
@@ -259,9 +266,29 @@ class PSTrainer(Trainer):
         else:
             self._wait_for_chief()
         self._run(graph.init_local, "initialising the local copy")
+        self._load_saved_statistics()
         _, self._pulled_step = self._run(
             [graph.pull, graph.pulled_step], "pulling the initial parameters"
         )
+
+    def _load_saved_statistics(self) -> None:
+        """A saved model's non-trainable weights (batch-norm statistics) into the local copy,
+        whose initialisers know only the architecture (the trainable ones come from the
+        servers)."""
+        graph_model = self.graph.model
+        if not model_source(self.config.model).user or len(
+            graph_model.non_trainable_weights
+        ) != len(self.model.non_trainable_weights):
+            return
+        feeds = {
+            variable.initializer.inputs[1]: value.numpy()  # the initial value, fed
+            for variable, value in zip(
+                graph_model.non_trainable_weights, self.model.non_trainable_weights
+            )
+        }
+        if feeds:
+            initializers = [v.initializer for v in graph_model.non_trainable_weights]
+            self._run(initializers, "loading the saved model's statistics", feeds)
 
     def _wait_for_chief(self) -> None:
         deadline = time.monotonic() + self.timeout_s
