@@ -84,7 +84,7 @@ def other_checkout(folder: Path) -> Path:
         (["-H", "node1,node2:x"], "cannot read host"),
         (["-H", "node1", "--bandwidth", "fast"], "cannot read bandwidth"),
         (["-H", "node1", "--checks", "ssh,speed"], "--checks"),
-        (["-H", "node1", "--dataset", "imagenet"], "invalid choice"),
+        (["-H", "node1", "--dataset", "imagenet"], "must be one of"),
         (["--study", "/no/such/study.yaml"], "no such study spec"),
     ],
 )

@@ -84,7 +84,7 @@ BAD_SPECS = [
     ("factors: {colour: [red]}", "unknown setting 'colour'"),
     ("factors: {batchsize: [16]}", "did you mean 'batch_size'"),
     ("factors: {arch: [single, butterfly]}", "arch: must be one of single, ring, p2p, ps"),
-    ("factors: {model: [mlp, nosuchnet]}", "model: must be one of"),
+    ("factors: {model: [mlp, nosuchnet]}", "model: unknown model 'nosuchnet'"),
     ("factors: {compression: [none, fp8]}", "compression: must be one of none, fp16"),
     ("factors: {batch_size: [32, 0]}", "batch_size: must be >= 1"),
     ("factors: {lr: [0.1, -1]}", "lr: must be > 0"),

@@ -16,10 +16,10 @@ from archbench.doctor.dataset import DataSet
 from archbench.doctor.problems import Problem
 from archbench.errors import StopError, UsageError
 from archbench.hosts import check_host_name, parse_host_list, read_hostfile
-from archbench.settings import DATASETS, SETTINGS
+from archbench.settings import SETTINGS, LevelError
 
 # In the order they run: each needs the hosts the ones before it found usable.
-CHECKS = ("ssh", "versions", "data", "mpirun", "links")
+CHECKS = ("ssh", "versions", "model", "data", "mpirun", "links")
 # Data sets whose samples are made, not read: nothing to check on the hosts.
 MADE_UP = ("synthetic",)
 
@@ -32,6 +32,7 @@ class Inputs:
     python: str
     data_sets: list[DataSet]
     claim: Bandwidth | None = None
+    models: list[str] = field(default_factory=list)  # the user's --model values (files to compare)
     controllers: set[str] = field(default_factory=set)  # Horovod controllers the study names
     source: str = ""  # where the hosts came from, for the summary
 
@@ -65,8 +66,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--dataset",
         default=None,
-        choices=DATASETS,
-        help="the data set to find on every host (default fashion_mnist, or the study's)",
+        type=_setting_value("dataset"),
+        help="the data set to find on every host (default fashion_mnist, or the study's); a "
+        "user's (npz:FILE, npy:FOLDER, csv:FILE, series:FILE) must have the same sha256 there",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        type=_setting_value("model"),
+        help="a user's model (FILE.py:FUNCTION, package.module:FUNCTION, FILE.keras, FILE.h5) "
+        "whose file must have the same sha256 on every host (default: the study's models)",
     )
     parser.add_argument("--data-dir", default=None, help="folder of the data set's files")
     parser.add_argument("--text-file", default=None, help="corpus of --dataset text or words")
@@ -91,6 +100,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 # --------------------------------------------------------------------------- inputs
+
+
+def _setting_value(name: str):
+    """An argparse type checking a value as the registry's row checks it (one line when not)."""
+
+    def parse(text: str) -> str:
+        try:
+            SETTINGS[name].check(text)
+        except (LevelError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    return parse
+
+
+def _user_models(models: list[str]) -> list[str]:
+    """The user's models among `models` (a built-in one has no file to compare)."""
+    # deferred: archbench.models loads numpy; only models given need it
+    from archbench.models import model_source
+
+    return [model for model in dict.fromkeys(models) if model_source(model).user]
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -131,6 +161,7 @@ def _from_study(path: str) -> Inputs:
         )
     )
     controllers = {str(run.config["controller"]) for run in runs if run.config.get("controller")}
+    models = [str(run.config.get("model") or SETTINGS["model"].default) for run in runs]
     claim = target.bandwidth or spec.fixed.get("bandwidth")
     return Inputs(
         hosts=_unique([name for name, _ in target.hosts]),
@@ -138,6 +169,7 @@ def _from_study(path: str) -> Inputs:
         data_sets=[data for data in data_sets if data.dataset not in MADE_UP],
         claim=Bandwidth.parse(claim) if claim else None,
         controllers=controllers,
+        models=_user_models(models),
         source=f"study {spec.name} ({target.kind})",
     )
 
@@ -171,6 +203,8 @@ def resolve_inputs(args: argparse.Namespace, env: dict[str, str] | None = None) 
     if args.dataset or args.data_dir or args.text_file:
         data = DataSet(args.dataset or "fashion_mnist", args.data_dir, args.text_file)
         inputs.data_sets = [data] if data.dataset not in MADE_UP else []
+    if args.model:
+        inputs.models = _user_models([args.model])
     inputs.python = args.python or inputs.python
     inputs.claim = claim or inputs.claim
     return inputs
@@ -219,7 +253,7 @@ class Doctor:
 
     def run(self) -> int:
         # deferred: the checks (subprocess, threads) load only when doctor runs, not for --help
-        from archbench.doctor import dataset, hostprobe, reach, versions
+        from archbench.doctor import dataset, files, hostprobe, reach, versions
 
         hosts = self.inputs.hosts
         # the same steps as archbench.doctor.quick, each printed as it ends
@@ -227,23 +261,33 @@ class Doctor:
         self.check("ssh", gone, f"{', '.join(hosts)} reachable without a password")
         usable = [host for host in hosts if host not in {p.host for p in gone}]
         data_sets = self.inputs.data_sets if "data" in self.checks else []
+        models = self.inputs.models if "model" in self.checks else []
         failed: list[Problem] = []
-        if "versions" in self.checks or data_sets:
+        if "versions" in self.checks or data_sets or models:
             full = "versions" in self.checks and not self.quick  # imports TensorFlow there
             reports, failed = hostprobe.probe_hosts(
-                usable, self.inputs.python, full, data_sets, self.cwd
+                usable, self.inputs.python, full, data_sets, self.cwd, models
             )
+            # a probe that did not run is said once: under the first check that reads it
+            unsaid = failed
             if "versions" in self.checks:
                 stack = versions.version_problems(usable, reports)
                 stack += versions.controller_problems(usable, reports, self.inputs.controllers)
                 here = versions.summary(reports)
-                self.check("versions", failed + stack, f"as here on every host reached: {here}")
+                self.check("versions", unsaid + stack, f"as here on every host reached: {here}")
+                unsaid = []
+            if models:
+                problems = files.file_problems(usable, reports, "model")
+                self.check("model", unsaid + problems,
+                           f"{files.described('model', reports)} the same on every host reached")  # fmt: skip
+                unsaid = []
             if data_sets:
                 what = ", ".join(data.describe() for data in data_sets)
-                # a probe that did not run is said once, under versions when that was asked
                 problems = dataset.data_problems(usable, reports)
-                self.check("data", problems if "versions" in self.checks else failed + problems,
-                           f"{what} readable on every host reached")  # fmt: skip
+                problems += files.file_problems(usable, reports, "data")
+                same = ", the same bytes as here" if files.described("data", reports) else ""
+                self.check("data", unsaid + problems,
+                           f"{what} readable on every host reached{same}")  # fmt: skip
         jobs = [name for name in ("mpirun", "links") if name in self.checks]
         if jobs and (gone or failed):
             for name in jobs:

@@ -22,10 +22,14 @@ PROBE_TIMEOUT_S = 120.0
 HERE = "localhost"
 
 
-def probe_argv(python: str, full: bool, data_sets: Sequence[DataSet] = ()) -> list[str]:
+def probe_argv(
+    python: str, full: bool, data_sets: Sequence[DataSet] = (), models: Sequence[str] = ()
+) -> list[str]:
     program = [python, "-m", "archbench.doctor.probe", *(["--full"] if full else [])]
     if data_sets:
         program += ["--data", json.dumps([asdict(data) for data in data_sets])]
+    if models:
+        program += ["--models", json.dumps(list(models))]
     return program
 
 
@@ -57,13 +61,19 @@ def _probe_problem(host: str, python: str, reply: Reply) -> Problem:
 
 
 def probe_hosts(
-    hosts: Sequence[str], python: str, full: bool, data_sets: Sequence[DataSet], cwd: str
+    hosts: Sequence[str],
+    python: str,
+    full: bool,
+    data_sets: Sequence[DataSet],
+    cwd: str,
+    models: Sequence[str] = (),
 ) -> tuple[dict[str, dict[str, Any]], list[Problem]]:
     """Every host's report, this host's under HERE; a problem for each host whose probe did not
-    run. This host's probe is run as the hosts' are, at the same time."""
+    run. This host's probe is run as the hosts' are, at the same time (the user's model and
+    data files are compared with what it finds)."""
     asked = [HERE, *(host for host in hosts if not is_local(host))]
     replies = run_on_hosts(
-        asked, lambda _: probe_argv(python, full, data_sets), PROBE_TIMEOUT_S, cwd
+        asked, lambda _: probe_argv(python, full, data_sets, models), PROBE_TIMEOUT_S, cwd
     )
     reports, problems = {}, []
     for host, reply in replies.items():

@@ -26,7 +26,7 @@ from archbench.hosts import hostfile_text
 from archbench.launch import root_mpi_env
 from archbench.record import now_iso
 from archbench.settings import PLACEMENT_POLICIES, SETTINGS
-from archbench.sweep import preflight, records
+from archbench.sweep import preflight, records, user_files
 from archbench.sweep.commands import (
     default_python,
     launch_argv,
@@ -204,13 +204,25 @@ class Sweep:
             f"{plan.target.describe()}; {done} ok, {failed} failed already recorded; {todo} to run"
         )
 
+    def _load_records(self, repair: bool = True) -> None:
+        """The study's records, read once before it runs; UsageError when a user's model or data
+        file changed since they were made (the study would mix two versions)."""
+        assert self.plan is not None
+        self.store.load(repair=repair)
+        user_files.check_unchanged(self.plan.runs, self.store.records.values())
+
     def _dry_run(self) -> int:
-        self.store.load(repair=False)
+        self._load_records(repair=False)
         groups = self.groups(self._block_by_bandwidth(self.pending()))
         todo = [run for group in groups for run in group]
         for note in self.plan.notes if self.plan else []:
             self.say(note)
         self.say(self._summary_line(len(todo)) + self._launches_text(groups))
+        imported = user_files.imported_files(todo)
+        if imported:
+            self.say(
+                f"model files this study imports (code you chose to run): {', '.join(imported)}"
+            )
         links = None
         for run in todo:
             if run.config.get("bandwidth", links) != links:
@@ -227,7 +239,7 @@ class Sweep:
         stale += kill_marked(f"{RUNS_FILE_FLAG}\0{self.groups_dir}/", self.options.grace_s)
         if stale:
             self.say(f"stopped {stale} process(es) left by an earlier sweep of this study")
-        self.store.load()
+        self._load_records()
         recovered = self._recover()
         if recovered:
             self.say(f"recorded {recovered} run(s) that an interrupted sweep had finished")
@@ -267,7 +279,10 @@ class Sweep:
                         self.cluster.ensure(left[0].config.get("bandwidth"))
                     if not hosts_checked:  # once the hosts are there (an emulated one is up)
                         hosts = [name for name, _ in self.plan.target.hosts]
-                        preflight.check_hosts(hosts, self.python, self.say)
+                        preflight.check_hosts(
+                            hosts, self.python, self.say,
+                            user_files.user_models(todo), user_files.user_data(todo),
+                        )  # fmt: skip
                         hosts_checked = True
                     if len(left) == 1:
                         self._execute_alone(left[0], progress)

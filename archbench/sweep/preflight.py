@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from archbench.errors import StopError, UsageError
@@ -76,15 +76,23 @@ def check_launchers(launchers: set[str]) -> None:
             )
 
 
-def check_hosts(hosts: list[str], python: str, say: Callable[[str], None]) -> None:
-    """The study's hosts answer ssh without a password and have this host's stack: the cheap
-    checks of `archbench doctor` (archbench.doctor.quick), so that a host that cannot run the
-    study stops it before its first run instead of failing every run there. Each problem is
-    said on a line of its own; StopError (exit status 1) after them."""
+def check_hosts(
+    hosts: list[str],
+    python: str,
+    say: Callable[[str], None],
+    models: Sequence[str] = (),
+    data_specs: Sequence[str] = (),
+) -> None:
+    """The study's hosts answer ssh without a password, have this host's stack and the same
+    bytes in the user's model and data files (`models`, `data_specs`: the runs' --model and
+    --dataset values): the cheap checks of `archbench doctor` (archbench.doctor.quick), so that a
+    host that cannot run the study stops it before its first run instead of failing every run
+    there (or training another model). Each problem is said on a line of its own; StopError
+    (exit status 1) after them."""
     # deferred: doctor's checks (threads, subprocess) load only before a study's first run
     from archbench.doctor.quick import quick_problems
 
-    problems = quick_problems(hosts, python, os.getcwd())
+    problems = quick_problems(hosts, python, os.getcwd(), models, data_specs)
     for problem in problems:
         say(problem.line())
     if problems:

@@ -26,3 +26,8 @@ def sha256_of(path: str) -> str:
                     digest.update(block)
         _DIGESTS[key] = digest.hexdigest()
     return _DIGESTS[key]
+
+
+def short_digest(digest: str) -> str:
+    """A digest as a one-line message shows it: enough hex to tell two versions apart."""
+    return f"{digest[:8]}…"
