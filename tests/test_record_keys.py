@@ -236,3 +236,17 @@ def test_a_record_of_a_newer_schema_is_one_clear_line(tmp_path):
     message = str(raised.value)
     assert "\n" not in message and "results.jsonl:1" in message
     assert f"archbench.run/{VERSION + 1}" in message and SCHEMA in message
+
+
+def test_the_documented_key_tables_are_what_the_declarations_generate():
+    """docs/record.md's 'Every key' tables are generated (`python -m archbench.record.keys`):
+    a declaration changed without regenerating them fails here."""
+    from archbench.record.keys import markdown
+
+    text = DOC.read_text()
+    marker = "This list is generated: `python -m archbench.record.keys`."
+    assert marker in text
+    assert text.split(marker, 1)[1].strip() == markdown().strip(), (
+        "docs/record.md is stale: rewrite what follows its 'This list is generated' line with "
+        "the output of python -m archbench.record.keys"
+    )
