@@ -16,7 +16,8 @@ from archbench.init import hosts as hosts_of
 from archbench.init import levels, workload
 from archbench.init.link import link_rate
 from archbench.init.text import render
-from archbench.settings import SETTINGS
+from archbench.perfmodel.model.modelinfo import USER_DATA_INPUTS
+from archbench.settings import SETTINGS, add_flag
 from archbench.sweep.hosts import resolve_target
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import load_spec
@@ -33,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write a starter study spec for your hosts (hostfile, Slurm allocation, or emulated)",
         description="Writes a starter study spec for the hosts of a hostfile (or the Slurm "
         "allocation it runs in, or an emulated cluster): worker counts that fit the hosts' "
-        "slots, parameter-server placements where a spare host exists, the data set found here, "
+        "slots, parameter-server placements where a spare host exists, the data set found here "
+        "(or your own model and data: --model, --dataset), "
         "the link rate measured between the first two hosts (or --bandwidth), and repetitions "
         "for confidence intervals; its comments say what to change. Bad input: one line, exit 2.",
     )
@@ -54,6 +56,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--data-dir", default=None, help="folder of the Fashion-MNIST files (default: Debian's)"
     )
+    add_flag(parser, SETTINGS["model"], default=None)
+    add_flag(
+        parser,
+        SETTINGS["dataset"],
+        default=None,
+        help="fashion_mnist (the default), or your own: npz:FILE, npy:FOLDER, csv:FILE, "
+        "series:FILE",
+    )
+    # how your own data is read (a table's columns, a series' windows), as training reads it
+    for name in USER_DATA_INPUTS:
+        add_flag(parser, SETTINGS[name], default=None)
     parser.add_argument(
         "--steps", type=int, default=DEFAULT_STEPS, help=f"steps per run ({DEFAULT_STEPS})"
     )
@@ -118,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists; keep it, or pass --force to write over it")
     hosts = hosts_of.resolve(args.hostfile, args.cluster, os.environ)
-    data = workload.find(args.data_dir)
+    shaping = {name: getattr(args, name) for name in USER_DATA_INPUTS}
+    data = workload.find(args.data_dir, args.model, args.dataset, shaping)
     rate = link_rate(hosts, args.bandwidth)
 
     def text_for(design: levels.Design) -> str:

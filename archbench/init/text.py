@@ -56,6 +56,17 @@ def _cluster_lines(hosts: Hosts, rate: str | None, rate_source: str) -> list[str
     return lines
 
 
+def _other_models(models: list[str]) -> list[str]:
+    if not models:
+        return []
+    if "wide_mlp" not in models:
+        return [f"  # Other models for this data: {', '.join(models)}; make model a factor."]
+    return [
+        f"  # Other models for this data: {', '.join(models)} (wide_mlp: 20 M",
+        "  # parameters, where communication dominates); make model a factor to compare them.",
+    ]
+
+
 def render(
     study: str,
     out: str,
@@ -78,7 +89,7 @@ def render(
         f"study: {scalar(study)}",
         "description: >",
         f"  single vs ring-allreduce vs peer-to-peer vs synchronous parameter server on {hosts.source},",
-        f"  {workload.fixed['model']} on {workload.fixed['dataset']}.",
+        f"  {workload.title}.",
         "seed: 1",
         "# Repetitions give the report its confidence intervals (2 at the least; 3 or more for",
         "# differences of a few percent).",
@@ -90,15 +101,15 @@ def render(
         "",
         "fixed:",
         f"  # Data: {workload.found}.",
-        f"  # Other models for this data: {', '.join(workload.other_models)} (wide_mlp: 20 M",
-        "  # parameters, where communication dominates); make model a factor to compare them.",
+        *_other_models(workload.other_models),
     ]
     lines += [f"  {key}: {scalar(value)}" for key, value in workload.fixed.items()]
     lines += [
         "  # Steps per run: the report ranks by time per epoch, so runs of different worker",
         "  # counts still compare on equal work.",
         f"  steps: {steps}",
-        "  batch_size: 32  # per worker (the global batch is workers x this)",
+        f"  batch_size: {workload.batch_size(max(design.workers))}  # per worker (the global "
+        "batch is workers x this)",
         "  sync: sync  # ps: the synchronous parameter server (async: a level to add)",
         "",
         "factors:",

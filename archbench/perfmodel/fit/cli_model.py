@@ -48,6 +48,7 @@ from archbench.perfmodel.measure.calibration import (
     fingerprint_of_record,
     load_calibration,
 )
+from archbench.perfmodel.model.modelinfo import INPUT_SETTINGS
 from archbench.perfmodel.model.units import names, positive_ints
 from archbench.settings import SETTINGS, LevelError, add_flag, combination_problem
 
@@ -141,7 +142,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     whatif.add_argument("--workers", default="2,4,8,16,32,64,128,256,512")
     whatif.add_argument("--bandwidths", default="1gbit,10gbit,100gbit")
     # the model's input as `archbench train` reads it (default: the study's runs')
-    for name in ("dataset", "synthetic_shape", "synthetic_classes", "seq_len", "vocab_size"):
+    for name in INPUT_SETTINGS:
         add_flag(whatif, SETTINGS[name], default=None)
     add_flag(whatif, SETTINGS["sparse_exchange"], default=None)
     whatif.add_argument(
@@ -455,14 +456,8 @@ def run_whatif(args: argparse.Namespace) -> int:
 
         for model in models:
             check_model_name(model, args.dataset)
-        inputs = {
-            "dataset": args.dataset,
-            "synthetic_shape": args.synthetic_shape,
-            "synthetic_classes": args.synthetic_classes,
-            "seq_len": args.seq_len,
-            "vocab_size": args.vocab_size,
-            "touched_rows": args.touched_rows,
-        }
+        inputs = {name: getattr(args, name) for name in INPUT_SETTINGS}
+        inputs["touched_rows"] = args.touched_rows
         problem = combination_problem(inputs)
         if problem:
             raise UsageError(problem)

@@ -110,21 +110,21 @@ def _shard_plan(view: RunRecord, num_ps: int) -> Any:
             tuple(float(b) for b in sharding["bytes_per_server"]),
             tuple(int(v) for v in sharding["variables_per_server"]),
         )
-    shape, classes = input_spec(view.config)
     try:
+        shape, classes = input_spec(view.config)
         return ps_plan(
             str(view.config.get("model")), shape, classes, num_ps,
             str(view.config.get("ps_sharding") or "round-robin"), vocab_of(view.config),
         )  # fmt: skip
-    except Exception:  # noqa: BLE001 - a model that cannot be built here only loses the plan
+    except Exception:  # noqa: BLE001 - a model or data not readable here only loses the plan
         return None
 
 
 def _shapes(view: RunRecord) -> tuple | None:
     """The shapes of the record's model's variables (PowerSGD's factors); None when the model
-    cannot be built here."""
-    shape, classes = input_spec(view.config)
+    cannot be built, or a user's data read, here."""
     try:
+        shape, classes = input_spec(view.config)
         return shapes_only(str(view.config.get("model")), shape, classes, vocab_of(view.config))
     except Exception:  # noqa: BLE001 - then PowerSGD is priced as the dense allreduce
         return None
@@ -136,8 +136,8 @@ def _sparse_rows(view: RunRecord) -> tuple[float | None, tuple[int, int] | None]
     if view.config.get("sparse_exchange") != "sparse":
         return None, None
     rows = view.get(field("comm.sparse_exchange.rows_per_step"))
-    shape, classes = input_spec(view.config)
     try:
+        shape, classes = input_spec(view.config)
         table = embedding_shape(
             str(view.config.get("model")), shape, classes, vocab_of(view.config)
         )

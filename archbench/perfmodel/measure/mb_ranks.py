@@ -379,7 +379,13 @@ def bench_ps(sizes: list[int], hosts: list[str], budget_s: float) -> list[dict]:
 
 
 def bench_compute(
-    models: list[str], batch_sizes: list[int], dataset: str, steps: int, seed: int, threads: int = 0
+    models: list[str],
+    batch_sizes: list[int],
+    dataset: str,
+    steps: int,
+    seed: int,
+    threads: int = 0,
+    data_settings: dict | None = None,
 ) -> list[dict]:
     """Forward+backward (and update) time of each model per batch size, measured by the same
     probe the training loop uses (SingleTrainer.probe_step).
@@ -423,6 +429,7 @@ def bench_compute(
                 batch_size=batch,
                 steps=steps + WARMUP,
                 seed=seed,
+                **(data_settings or {}),
             )
             if data is None:
                 data = load_dataset(config)
@@ -489,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="mlp")
     parser.add_argument("--batch-sizes", type=_ints, default=[32])
     parser.add_argument("--dataset", default="fashion_mnist")
+    # a user's data: the settings that shape its samples (a JSON object of setting -> value)
+    parser.add_argument("--data-settings", type=json.loads, default=None)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--seconds-per-size", type=float, default=0.3)
@@ -499,8 +508,9 @@ def main(argv: list[str] | None = None) -> int:
     scratch.claim()  # TensorFlow's temporary files, removed on the os._exit below too
     if args.bench == "compute":
         rows = bench_compute(
-            args.models.split(","), args.batch_sizes, args.dataset, args.steps, 1, args.threads
-        )
+            args.models.split(","), args.batch_sizes, args.dataset, args.steps, 1, args.threads,
+            args.data_settings,
+        )  # fmt: skip
 
         if detect_place().rank == 0:
             _write(args.result_file, [{**row, "dilation": factor()} for row in rows])

@@ -43,9 +43,10 @@ from archbench.perfmodel.measure.calibration import (
     load_calibration,
     update_of,
 )
+from archbench.perfmodel.model.modelinfo import USER_DATA_INPUTS, input_spec
 from archbench.perfmodel.model.units import MAX_LIST_ENTRIES, positive_ints
 from archbench.process_group import run_in_group
-from archbench.settings import SETTINGS
+from archbench.settings import SETTINGS, add_flag
 from archbench.sweep.commands import mpirun_argv
 from archbench.sweep.emulated import EmulatedCluster
 from archbench.sweep.hosts import resolve_target
@@ -94,7 +95,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add("--models", default=MODELS, help="models for the compute measurement")
     add("--batch-sizes", default="32,64,128", help="per-worker batch sizes for compute")
-    add("--dataset", default="fashion_mnist")
+    add_flag(parser, SETTINGS["dataset"], default="fashion_mnist")
+    # how a user's data set is read (a table's columns, a series' windows), as training reads it
+    for name in USER_DATA_INPUTS:
+        add_flag(parser, SETTINGS[name], default=None)
     add("--compute-steps", type=int, default=20, help="timed steps per model and batch size")
     add(
         "--threads",
@@ -214,6 +218,13 @@ def run_job(argv: list[str], result_file: Path, timeout_s: float) -> list[dict[s
 # --------------------------------------------------------------------------- plan
 
 
+def data_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given that shape a user's samples (none for a built-in data set)."""
+    return {
+        name: getattr(args, name) for name in USER_DATA_INPUTS if getattr(args, name) is not None
+    }
+
+
 def plan_jobs(
     hosts: list[HostSlots], benches: set[str], sizes: list[int], args: argparse.Namespace
 ) -> list[tuple[str, str, list[HostSlots], list[str]]]:
@@ -256,6 +267,9 @@ def plan_jobs(
             program = ["compute", "--models", args.models, "--batch-sizes", args.batch_sizes,
                        "--dataset", args.dataset, "--steps", str(args.compute_steps),
                        "--threads", str(args.threads)]  # fmt: skip
+            shaping = data_settings(args)
+            if shaping:
+                program += ["--data-settings", json.dumps(shaping)]
             jobs.append(("compute", scope, [HostSlots(first, sharing)], program))
     return jobs
 
@@ -366,6 +380,9 @@ def run_for_study(args: argparse.Namespace) -> int:
     if models and args.models == MODELS:
         args.models = ",".join(models)
         args.dataset = str(runs[0].config.get("dataset") or args.dataset)
+        for name in USER_DATA_INPUTS:  # a user's data is read as the study's runs read it
+            if getattr(args, name) is None:
+                setattr(args, name, runs[0].config.get(name))
         batches = sorted({int(r.config["batch_size"]) for r in runs if r.config.get("batch_size")})
         args.batch_sizes = ",".join(map(str, batches)) or args.batch_sizes
         args.threads = int(runs[0].config.get("threads") or args.threads)
@@ -421,6 +438,8 @@ def measure(args: argparse.Namespace, hosts: list[HostSlots]) -> int:
 
         for model in args.models.split(","):
             check_model_name(model, args.dataset)
+        # a user's data set is read here once, so a file that will not load is one line
+        input_spec({"dataset": args.dataset, **data_settings(args)})
     out = Path(args.out)
     if out.exists() and out.is_dir():
         raise UsageError(f"--out {out} is a folder; give a .jsonl file")

@@ -21,6 +21,7 @@ from archbench.perfmodel.fit.fitfile import (
 )
 from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.modelinfo import (
+    INPUT_SETTINGS,
     embedding_shape,
     input_spec,
     ps_plan,
@@ -46,11 +47,9 @@ PREDICT_SETTINGS: dict[str, dict] = {
     "workers": {"default": 1, "help": "worker processes (default 1)"},
     "num_ps": {"help": "PS tasks (ps only, default 1)"},
     "model": {"required": True, "default": None},
-    "dataset": {"help": "decides the model's input shape"},
-    "synthetic_shape": {},
-    "synthetic_classes": {},
-    "seq_len": {},
-    "vocab_size": {},
+    # the settings that decide the model's input shape and outputs, as `archbench train` reads them
+    **{name: {} for name in INPUT_SETTINGS},
+    "dataset": {"help": "decides the model's input shape and outputs (your own: read from it)"},
     "batch_size": {"required": True, "default": None, "help": "per worker"},
     "bandwidth": {
         "help": "link between hosts, e.g. 200mbit, 1gbit, 10gbit/s (default: the calibrated path)"
@@ -174,13 +173,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def input_config(args: argparse.Namespace) -> dict:
     """The settings that decide the model's input, as `archbench train` reads them."""
-    return {
-        "dataset": args.dataset,
-        "synthetic_shape": args.synthetic_shape,
-        "synthetic_classes": args.synthetic_classes,
-        "seq_len": args.seq_len,
-        "vocab_size": args.vocab_size,
-    }
+    return {name: getattr(args, name) for name in INPUT_SETTINGS}
 
 
 def build_config(args: argparse.Namespace) -> StepConfig:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import os
+from types import SimpleNamespace
 from typing import Any
 
+from archbench.errors import UsageError
 from archbench.settings import SETTINGS
 
 # Input shape and class count of each data set, as archbench.data loads them.
@@ -16,14 +18,25 @@ DATASET_SHAPES: dict[str, tuple[tuple[int, ...], int]] = {
 }
 DATASET_TRAIN_SIZES: dict[str, int] = {"fashion_mnist": 60000, "mnist": 60000, "cifar10": 50000}
 TEXT_VOCAB = 256
+# The settings that shape a user's samples: archbench.data.USER_DATA_SETTINGS, named here so that
+# a command's flags register without loading numpy (a test holds the two lists equal).
+USER_DATA_INPUTS = ("loss", "label_column", "feature_columns", "test_fraction", "window", "horizon")
+# Every setting that decides a model's input shape and outputs (predict's and whatif's flags).
+INPUT_SETTINGS = (
+    "dataset", "synthetic_shape", "synthetic_classes", "seq_len", "vocab_size", *USER_DATA_INPUTS,
+)  # fmt: skip
 
 
 def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     """(input shape, classes) of a run's configuration: what `archbench train` builds the model
     for (synthetic data: --synthetic-shape and --synthetic-classes, the registry's defaults
-    when not given)."""
+    when not given; a user's data: its samples' shape and outputs, read as training reads it).
+    UsageError naming the problem when a user's data cannot be read."""
 
     dataset = str(config.get("dataset") or "fashion_mnist")
+    user = user_data_facts(config)
+    if user is not None:
+        return user[0], user[1]
     if dataset in DATASET_SHAPES:
         return DATASET_SHAPES[dataset]
     if dataset == "synthetic":
@@ -41,6 +54,44 @@ def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
         seq_len = int(config.get("seq_len") or SETTINGS["seq_len"].default)
         return (seq_len,), min(WORD_OUTPUT_CLASSES, vocab_of(config) or 0)
     return DATASET_SHAPES["fashion_mnist"]
+
+
+def user_data_facts(config: dict[str, Any]) -> tuple[tuple[int, ...], int, int] | None:
+    """(sample shape, outputs, training samples) of a user's data set (`npz:`, `npy:`, `csv:`,
+    `series:`), None for a built-in one. Loaded through archbench.data, so a table's one-hot
+    columns and a series' windows come out as training sees them; kept per version of its files."""
+    dataset = str(config.get("dataset") or "")
+    if ":" not in dataset:
+        return None
+    # deferred: the user's data forms load numpy
+    from archbench.workloads.user_data import parse_user_data
+
+    data = parse_user_data(dataset)
+    if data is None:
+        return None
+    shaping = tuple(
+        (name, SETTINGS[name].default if config.get(name) is None else config.get(name))
+        for name in USER_DATA_INPUTS
+    )
+    versions = []
+    for path in data.files():
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue  # the loader names what is missing
+        versions.append((path, stat.st_size, stat.st_mtime_ns))
+    return _loaded_facts(dataset, shaping, tuple(versions))
+
+
+@functools.lru_cache(maxsize=16)
+def _loaded_facts(
+    dataset: str, shaping: tuple[tuple[str, Any], ...], versions: tuple
+) -> tuple[tuple[int, ...], int, int]:
+    # deferred: archbench.data loads numpy (and pandas for a table)
+    from archbench.data import load_dataset
+
+    data = load_dataset(SimpleNamespace(dataset=dataset, **dict(shaping)))
+    return tuple(int(d) for d in data.input_shape), int(data.num_classes), int(data.train_size)
 
 
 def vocab_of(config: dict[str, Any]) -> int | None:
@@ -134,16 +185,23 @@ def ps_plan(
 def variable_bytes_for(record: dict[str, Any]) -> tuple[float, ...] | None:
     """Variable sizes of the model a record trained; None when the model cannot be built here."""
     config = record.get("config") or {}
-    shape, classes = input_spec(config)
     try:
+        shape, classes = input_spec(config)
         return variable_bytes(str(config.get("model")), shape, classes, vocab_of(config))
     except Exception:  # noqa: BLE001 - an unknown model only loses the exact shard plan
         return None
 
 
 def train_size(config: dict[str, Any]) -> int | None:
-    """Training samples of the configured data set (None when only loading it would tell)."""
+    """Training samples of the configured data set (a user's read from its files; None when
+    they cannot be read, or when only loading a built-in one would tell)."""
     dataset = str(config.get("dataset") or "fashion_mnist")
+    try:
+        user = user_data_facts(config)
+    except UsageError:
+        return None
+    if user is not None:
+        return user[2]
     if dataset == "synthetic":
         return int(config.get("synthetic_samples") or 2048)
     return DATASET_TRAIN_SIZES.get(dataset)
