@@ -235,7 +235,8 @@ PARSED_ONLY = {"report", "compare", "submit", "cluster", "microbench"}
 
 @pytest.mark.parametrize("page", sorted(EXECUTED))
 def test_the_commands_of_a_tutorial_page_run(page: str, tmp_path: Path):
-    (tmp_path / "examples").symlink_to(REPO / "examples")
+    for name in ("examples", "hostfiles"):
+        (tmp_path / name).symlink_to(REPO / name)
     (tmp_path / "runs").mkdir()
     commands = commands_of(REPO / page)
     assert commands, f"{page} shows no command"
