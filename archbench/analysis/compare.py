@@ -67,6 +67,15 @@ def _accuracy(values: pd.Series) -> str:
     return text
 
 
+def _quality_columns(frame: pd.DataFrame) -> tuple[bool, bool]:
+    """Whether to show test accuracy and test RMSE: each where some run recorded it (accuracy
+    also where neither was, as a column of dashes); a regression run's null accuracy is not a
+    score."""
+    rmse = bool(frame["test_rmse"].notna().any())
+    accuracy = bool(frame["test_accuracy"].notna().any()) or not rmse
+    return accuracy, rmse
+
+
 def text_table(headers: list[str], rows: list[list[str]]) -> str:
     """Columns padded to their widest cell; text left-aligned, numbers right-aligned."""
     widths = [
@@ -95,7 +104,9 @@ def text_table(headers: list[str], rows: list[list[str]]) -> str:
 def runs_table(frame: pd.DataFrame, many_files: bool) -> str:
     headers = ["file"] if many_files else []
     headers += ["run", "status", "workload", "configuration", "samples/s", "step ms"]
-    headers += ["compute ms", "exposed comm ms", "test acc", "time to target s"]
+    accuracy, rmse = _quality_columns(frame)
+    headers += ["compute ms", "exposed comm ms"]
+    headers += ["test acc"] * accuracy + ["test RMSE"] * rmse + ["time to target s"]
     rows = []
     for _, run in frame.iterrows():
         cells = [Path(run["file"]).name] if many_files else []
@@ -108,7 +119,8 @@ def runs_table(frame: pd.DataFrame, many_files: bool) -> str:
             _ms(run["step_s"]),
             _ms(run["compute_s"]),
             _ms(run["exposed_comm_s"]),
-            _pct(run["test_accuracy"]),
+            *[_pct(run["test_accuracy"])] * accuracy,
+            *[_fmt(run["test_rmse"])] * rmse,
             _fmt(run["time_to_target_s"]),
         ]
         rows.append(cells)
@@ -149,7 +161,9 @@ def summary_frame(ok: pd.DataFrame) -> pd.DataFrame:
 
 def summary_table(frame: pd.DataFrame, summary: pd.DataFrame) -> str:
     headers = ["workload", "configuration", "ok/runs", "samples/s", "speed-up", "s/epoch"]
-    headers += ["step ms", "exposed comm", "test acc", "time to target s"]
+    accuracy, rmse = _quality_columns(frame)
+    headers += ["step ms", "exposed comm"]
+    headers += ["test acc"] * accuracy + ["test RMSE"] * rmse + ["time to target s"]
     rows = []
     for _, row in summary.iterrows():
         runs = row["runs"]
@@ -166,7 +180,8 @@ def summary_table(frame: pd.DataFrame, summary: pd.DataFrame) -> str:
                 _mean_std(runs["epoch_s"]),
                 _mean_std(1000 * runs["step_s"]),
                 _pct(float(share.mean())) if len(share) else "-",
-                _accuracy(runs["test_accuracy"]),
+                *[_accuracy(runs["test_accuracy"])] * accuracy,
+                *[_mean_std(runs["test_rmse"])] * rmse,
                 _mean_std(runs["time_to_target_s"]),
             ]
         )
@@ -196,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"\nspeed-up = mean samples/s ÷ that of the baseline ({against})")
     print("s/epoch = one epoch of the data set at the median step's rate (equal work)")
+    if _quality_columns(frame)[1]:
+        print("test RMSE = root of the test mean squared error (--loss mse; lower is better)")
     for note in study.notes:
         print(f"note: {note}")
     return 0

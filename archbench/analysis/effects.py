@@ -42,6 +42,12 @@ class Response:
     unit: str
     relative_unit: str
     stem: str
+    scale: float = 1.0  # shown as value × scale
+    # relative to a workload's mean as a difference (a score) rather than a ratio (a time)
+    difference: bool = False
+    # a test quality: shown only where some run recorded it (a study's runs are classification
+    # or regression runs, and the other metric is null by design)
+    quality: bool = False
 
 
 RESPONSES = (
@@ -54,6 +60,19 @@ RESPONSES = (
         "%",
         "points from workload mean",
         "main_effects_accuracy",
+        scale=100.0,
+        difference=True,
+        quality=True,
+    ),
+    # regression runs (--loss mse): their test RMSE, lower is better
+    Response(
+        "test_rmse",
+        "final test RMSE",
+        "lower is better",
+        "difference from workload mean, lower is better",
+        "main_effects_rmse",
+        difference=True,
+        quality=True,
     ),
 )
 RESPONSE_NAMES = {response.column: response.name for response in RESPONSES}
@@ -72,8 +91,8 @@ def analysis_values(study: Study, response: Response) -> tuple[pd.DataFrame, str
     """The response per run on the scale the effects use, and that scale's axis label."""
     data = study.ok.dropna(subset=[response.column]).copy()
     multi = data["workload"].nunique() > 1
-    if response.column == "test_accuracy":
-        data["y"] = 100 * data[response.column]
+    if response.difference:
+        data["y"] = response.scale * data[response.column]
         if multi:
             data["y"] -= data.groupby("workload")["y"].transform("mean")
     else:
@@ -218,7 +237,11 @@ def plot_ranking(ranking: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
         ax.set_xlabel("η² (share of variance explained)")
         ax.grid(axis="y", visible=False)
         plotting.panel_title(ax, response.name)
-    headline = effects_sentence(ranking, "epoch_s") or effects_sentence(ranking, "test_accuracy")
+    headline = (
+        effects_sentence(ranking, "epoch_s")
+        or effects_sentence(ranking, "test_accuracy")
+        or effects_sentence(ranking, "test_rmse")
+    )
     # Nothing here is labelled, so no legend is added.
     return plotting.finish_figure(
         fig,
@@ -286,7 +309,12 @@ def build(study: Study, fig_dir: Path) -> Section:
         Table("main_effects", "Mean response per level", main_effects_table(study), shown=False)
     )
     section.findings += effects_findings(ranking)
+    recorded = [r for r in RESPONSES if r.quality and ok[r.column].notna().any()]
     for response in RESPONSES:
+        if response.quality and recorded and response not in recorded:
+            continue  # the study's runs measure their quality by the other metric
+        if response.quality and not recorded and response.column != "test_accuracy":
+            continue  # nothing measured either: one line (accuracy's) says so
         figure = plot_main_effects(study, response, fig_dir)
         if figure is None:
             section.skip(

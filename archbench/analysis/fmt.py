@@ -82,6 +82,13 @@ def as_points(value: Any) -> str:
     return f"{100 * value:+.1f}" if _is_number(value) else "n/a"
 
 
+def as_signed(value: Any) -> str:
+    """A difference of plain numbers (e.g. of test RMSEs): 0.0123 -> '+0.0123'."""
+    if not _is_number(value):
+        return "n/a"
+    return ("+" if value >= 0 else "−") + num(abs(value))
+
+
 def as_times(value: Any) -> str:
     """A ratio: 1.5 -> '1.5×'."""
     return f"{num(value)}×" if _is_number(value) else "n/a"

@@ -17,7 +17,9 @@ import pandas as pd
 
 from archbench.analysis.fidelity import fidelity_notes
 from archbench.analysis.fmt import placement_label
+from archbench.analysis.labels import data_label, model_label, record_model_labels, short_names
 from archbench.analysis.machine_load import overload_note
+from archbench.analysis.quality import run_metric
 from archbench.bandwidth import bits_or_none
 from archbench.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files
@@ -26,8 +28,9 @@ from archbench.settings import SERVER_PLACEMENTS
 
 # Factor names that mark repetitions of one configuration, not a factor of the study.
 REPLICATE_NAMES = frozenset({"rep", "repetition", "repeat", "replicate", "seed", "run", "run_id"})
-# Factors that define the workload (what is trained) rather than how it is trained.
-WORKLOAD_NAMES = frozenset({"model", "dataset", "workload", "text_file"})
+# Factors that define the workload (what is trained) rather than how it is trained; the loss
+# is the task (classes or values: accuracy and RMSE never share a comparison).
+WORKLOAD_NAMES = frozenset({"model", "dataset", "workload", "text_file", "loss"})
 # Config keys that follow from other settings or name the run, so they are never factors.
 DERIVED_CONFIG_KEYS = frozenset(
     {
@@ -38,6 +41,7 @@ DERIVED_CONFIG_KEYS = frozenset(
         "study",
         "steps_run",
         "dataset_source",
+        "dataset_sha256",  # follows from the data set
         "timeline",
     }
 )
@@ -50,7 +54,8 @@ AT_STEP_P90, AT_STEP_P10 = "samples_per_s_at_step_p90", "samples_per_s_at_step_p
 # Columns read as text (the others as numbers, NaN where absent or not a number).
 TEXT_COLUMNS = frozenset(
     {"arch", "model", "dataset", "compression", "priority", "sparse_exchange", "data_partition",
-     "param_partition", "timeline_file"}
+     "param_partition", "timeline_file", "loss", "model_label", "model_sha256", "model_file",
+     "model_source", "dataset_sha256"}
 )  # fmt: skip
 # Short column name -> dotted record field (each declared in archbench.record.keys), read for
 # every record (NaN where absent).
@@ -58,6 +63,13 @@ FIELD_COLUMNS: dict[str, str] = {
     "arch": "config.arch",
     "model": "config.model",
     "dataset": "config.dataset",
+    # a user's model and data (their short labels and digests name them in the report)
+    "model_label": "model_stats.label",
+    "model_sha256": "model_stats.sha256",
+    "model_file": "model_stats.file",
+    "model_source": "model_stats.source",
+    "dataset_sha256": "config.dataset_sha256",
+    "loss": "config.loss",
     "batch_size": "config.batch_size",
     "global_batch_size": "config.global_batch_size",
     "num_ps": "config.num_ps",
@@ -77,6 +89,7 @@ FIELD_COLUMNS: dict[str, str] = {
     "compute_s": "timing.compute_s_median",
     "comm_s": "timing.comm_s_median",
     "test_accuracy": "result.test_accuracy",
+    "test_rmse": "result.test_rmse",
     "final_loss": "result.final_loss",
     "target_accuracy": "result.target_accuracy",
     "time_to_target_s": "result.time_to_target_s",
@@ -137,10 +150,14 @@ EXPECTED_FIELDS: tuple[str, ...] = tuple(
         "timing.exposed_comm_s",
         "timing.epochs",
         "result.test_accuracy",
+        "result.test_rmse",
         "result.time_to_target_s",
         "factors",
     )
 )
+# The test quality a run records is its task's: accuracy for classes, RMSE for values
+# (archbench.analysis.quality); the other is null by design, not missing.
+EXPECTED_FOR_METRIC = {"result.test_accuracy": "accuracy", "result.test_rmse": "rmse"}
 
 
 @dataclass
@@ -153,6 +170,8 @@ class Study:
     factors: list[str]  # factor names; each has a column "factors.<name>"
     factors_declared: bool  # True when the records carry the sweep's `factors`
     notes: list[str] = field(default_factory=list)
+    # a user's models and data sets: 'label: the spec as given (sha256 …)', one line each
+    workload_sources: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -306,6 +325,7 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
         value = None if dotted in implausible else flat.get(dotted)
         row[column] = value if column in TEXT_COLUMNS else _number(value)
     row["status"] = str(flat.get("status") or "unknown")
+    row["metric"] = run_metric(row["loss"], row["test_accuracy"], row["test_rmse"])
     row["run_id"] = flat.get("run_id")
     workers = record.workers
     row["workers"] = math.nan if workers is None else workers
@@ -514,6 +534,7 @@ def load_files(sources: list[Path], default_name: str = "") -> Study:
     frame = pd.DataFrame(rows)
     frame["source"] = [r["_source"] for r in records]
     frame["file"] = [r["_file"] for r in records]
+    name_workloads(frame)
 
     listed = [record_factors(flat) for flat in flats]
     declared = any(listed)
@@ -535,6 +556,8 @@ def load_files(sources: list[Path], default_name: str = "") -> Study:
             else:
                 value = _config_value(flat, row, name)  # older record: read its settings
             values.append(_hashable(normalise_level(name, value)))
+        if name in SHORT_NAMED:
+            values = _short_levels(frame, name, values)
         frame[factor_column(name)] = pd.Series(values, index=frame.index, dtype=object)
 
     frame["workload"] = _workload_labels(frame, [n for n in factors if n in WORKLOAD_NAMES])
@@ -552,12 +575,73 @@ def load_files(sources: list[Path], default_name: str = "") -> Study:
         factors_declared=declared,
     )
     study.notes.extend(_quality_notes(study, flats, bad_lines, superseded))
+    study.workload_sources = workload_sources(study.frame)
     return study
 
 
+# The workload columns shown by a short name: the spec as given stays in `<name>_spec`.
+SHORT_NAMED = ("model", "dataset")
+
+
+def name_workloads(frame: pd.DataFrame) -> None:
+    """`model` and `dataset` become the short names the report shows (archbench.analysis.labels);
+    the specs as the records hold them move to `model_spec` and `dataset_spec`."""
+    for name in SHORT_NAMED:
+        frame[f"{name}_spec"] = frame[name]
+    specs = list(frame["model_spec"])
+    labels = record_model_labels(specs, list(frame["model_label"]))
+    frame["model"] = short_names(specs, labels, list(frame["model_sha256"]))
+    specs = list(frame["dataset_spec"])
+    labels = [data_label(spec) for spec in specs]
+    frame["dataset"] = short_names(specs, labels, list(frame["dataset_sha256"]))
+
+
+def _short_levels(frame: pd.DataFrame, name: str, levels: list[Any]) -> list[Any]:
+    """A model or data set factor's levels by the run's short name: the level a run lists is its
+    spec (a sweep's `sweep.factors`), so each run's own name replaces it (a level that is not
+    the run's spec, its label alone)."""
+    spec, shown = frame[f"{name}_spec"], frame[name]
+    label = model_label if name == "model" else data_label
+    return [
+        shown.iat[i] if isinstance(level, str) and level == spec.iat[i] else label(level)
+        for i, level in enumerate(levels)
+    ]
+
+
+def workload_sources(frame: pd.DataFrame) -> list[str]:
+    """One line per user's model or data set: its short name, the spec as given and the digest
+    of its file(s), so a short name can be traced back to what was trained."""
+    lines = []
+    for name, digest in (("model", "model_sha256"), ("dataset", "dataset_sha256")):
+        hashed = frame[frame[digest].map(lambda sha: isinstance(sha, str) and bool(sha))]
+        # a built-in one has no digest: its name says all
+        for _, run in hashed.drop_duplicates(subset=[name]).iterrows():
+            spec = run[f"{name}_spec"]
+            what = f"`{spec}`"
+            if name == "model" and isinstance(run["model_file"], str):
+                kind = run["model_source"] if isinstance(run["model_source"], str) else "model"
+                # a module's spec names no file: say which one was trained
+                where = "" if run["model_file"] in str(spec) else f" in {run['model_file']}"
+                what += f" ({kind}{where})"
+            lines.append(f"{name} `{run[name]}`: {what}, sha256 {run[digest][:16]}…")
+    return lines
+
+
 def _workload_labels(frame: pd.DataFrame, workload_factors: list[str]) -> list[str]:
-    """'mlp/fashion_mnist' style labels; only the parts that vary, so labels stay short."""
-    parts = [factor_column(n) for n in workload_factors]
+    """'mlp/fashion_mnist' style labels; only the parts that vary, so labels stay short: the
+    model first, then the data, and the loss only where the rest does not already tell it."""
+    order = ("model", "dataset", "text_file", "workload")
+    names = sorted(workload_factors, key=lambda n: order.index(n) if n in order else len(order))
+    if "loss" in names and len(names) > 1:
+        rest = frame[[factor_column(n) for n in names if n != "loss"]].astype(str)
+        if (
+            frame.assign(_rest=rest.agg("/".join, axis=1))
+            .groupby("_rest")[factor_column("loss")]
+            .nunique(dropna=False)
+            <= 1
+        ).all():
+            names.remove("loss")  # each model/data set trains with one loss: it says nothing
+    parts = [factor_column(n) for n in names]
     if not parts:
         model = frame["model"].fillna("?").astype(str)
         dataset = frame["dataset"].fillna("?").astype(str)
@@ -611,14 +695,22 @@ def _quality_notes(
             "they are left out of every figure and table."
         )
     ok_flats = [f for f, s in zip(flats, frame["status"], strict=True) if s == "ok"]
+    ok_metrics = [m for m, s in zip(frame["metric"], frame["status"], strict=True) if s == "ok"]
     for dotted in EXPECTED_FIELDS:
+        pool = ok_flats
+        if dotted in EXPECTED_FOR_METRIC:
+            pool = [
+                f
+                for f, metric in zip(ok_flats, ok_metrics, strict=True)
+                if metric == EXPECTED_FOR_METRIC[dotted]
+            ]
         if dotted == "factors":
             missing = sum(1 for f in ok_flats if not record_factors(f))
         else:
             # a NaN is named above as a value that cannot be, not counted as missing
             missing = sum(
                 1
-                for f in ok_flats
+                for f in pool
                 if (_is_missing(f.get(dotted)) and dotted not in implausible_values(f))
                 or f.get(dotted) == []
             )
@@ -640,7 +732,7 @@ def _quality_notes(
                 )
             continue
         notes.append(
-            f"{missing} of {len(ok_flats)} successful records lack `{dotted}` "
+            f"{missing} of {len(pool)} successful records lack `{dotted}` "
             "(older schema or not measured); figures that need it use the others."
         )
     ok = study.ok

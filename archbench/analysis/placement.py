@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from archbench.analysis import arch_rows, plotting
-from archbench.analysis.fmt import as_points, as_times, num
+from archbench.analysis.fmt import as_points, as_signed, as_times, num
 from archbench.analysis.load import (
     AT_STEP_P10,
     AT_STEP_P90,
@@ -52,6 +52,8 @@ class Comparison:
     def columns(self) -> list[Column]:
         top, bottom = format_level(self.numerator), format_level(self.denominator)
         accuracy = Column("accuracy_diff", f"accuracy {top} − {bottom} (points)", as_points)
+        # regression runs (--loss mse) score by test RMSE: a difference, lower is better
+        rmse = Column("rmse_diff", f"test RMSE {top} − {bottom} (lower is better)", as_signed)
         return [
             Column("setting", "setting"),
             Column("numerator_samples_per_s", f"{top} samples/s"),
@@ -62,7 +64,7 @@ class Comparison:
             Column("ratio_std", "± std (propagated)"),
             Column("within_run_low", "within-run low"),
             Column("within_run_high", "within-run high"),
-            *([accuracy] if self.with_accuracy else []),
+            *([accuracy, rmse] if self.with_accuracy else []),
             Column("n_numerator", f"reps ({self.short[0]})"),
             Column("n_denominator", f"reps ({self.short[1]})"),
         ]
@@ -150,6 +152,7 @@ def ratio_table(study: Study, comparison: Comparison) -> pd.DataFrame:
             n_numerator=len(top),
             n_denominator=len(bottom),
             accuracy_diff=top["test_accuracy"].mean() - bottom["test_accuracy"].mean(),
+            rmse_diff=top["test_rmse"].mean() - bottom["test_rmse"].mean(),
         )
         groups.append(row)
     table = pd.DataFrame(groups)
@@ -307,6 +310,14 @@ def placement_findings(table: pd.DataFrame | None, comparison: str) -> list[str]
                 "Asynchronous PS ends at a test accuracy "
                 f"{'+' if diff.mean() >= 0 else '−'}{num(abs(100 * diff.mean()))} points "
                 "from synchronous on average."
+            )
+    if comparison == "sync" and "rmse_diff" in data.columns:
+        diff = data["rmse_diff"].dropna()
+        if len(diff):
+            sentences.append(
+                "Asynchronous PS ends at a test RMSE "
+                f"{'+' if diff.mean() >= 0 else '−'}{num(abs(diff.mean()))} "
+                "from synchronous on average (lower is better)."
             )
     return sentences
 

@@ -120,6 +120,10 @@ def _blocks(report_title: str, study: Study, sections: list[Section], found: lis
         how = "as the records list them" if study.factors_declared else "inferred from the records"
         blocks.append(("p", f"Factors and their levels ({how}):"))
         blocks.append(("ul", levels))
+    if study.workload_sources:
+        # the short names tables and figures use, traced back to what was trained
+        blocks.append(("p", "The user's models and data sets, by the names the report uses:"))
+        blocks.append(("ul", study.workload_sources))
     for section in sections:
         blocks.append(("h2", section.title))
         if section.how_to_read and (section.figures or section.tables):

@@ -2,7 +2,7 @@
 `--sync-every H`, tensor partitioning and priority, sparse rows and the partitioning of data
 among workers and of rows among servers) buys in bytes and time, and what it costs in accuracy,
 per configuration beside the uncompressed, synchronous, uncut, dense one of the same
-architecture."""
+architecture. A regression workload (`--loss mse`) pays in test RMSE instead (lower is better)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,16 @@ from pathlib import Path
 import pandas as pd
 
 from archbench.analysis import plotting
-from archbench.analysis.fmt import as_percent, as_times, in_ms, num, pct
+from archbench.analysis.fmt import as_percent, as_signed, as_times, in_ms, num, pct
 from archbench.analysis.load import Study
+from archbench.analysis.quality import ACCURACY, RMSE, Metric, metric_of
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.analysis.stats import mean_ci_halfwidth, ratio_of_means
 
 # "costs at most one point of accuracy" (with room for the rounding of a difference of means)
 ONE_POINT = 0.01 + 1e-9
+# a regression's equivalent: "costs at most 1% of the reference's test RMSE"
+ONE_PERCENT = 0.01 + 1e-9
 KEY, TITLE = "speed_accuracy", "Speed against accuracy: communication reductions"
 
 HOW_TO_READ = (
@@ -40,6 +43,11 @@ HOW_TO_READ = (
     "could start on; archbench's does not). Partitioning (s) is the time the data and row "
     "partitioning took before training, beside the time per epoch it saves. In the figure, up "
     "and to the left is better."
+)
+HOW_TO_READ_RMSE = (
+    " A regression workload (--loss mse) shows its final test RMSE instead of an accuracy "
+    "(lower is better; vs reference: the difference), and its figure panel is better down and "
+    "to the left."
 )
 COLUMNS = [
     Column("workload", "workload"),
@@ -64,6 +72,9 @@ COLUMNS = [
     Column("final_accuracy", "final accuracy", as_percent),
     Column("final_accuracy_ci", "± 95% CI (points)", lambda v: num(100 * v, 2)),
     Column("accuracy_delta", "accuracy vs reference (points)", lambda v: num(100 * v, 2)),
+    Column("final_rmse", "final test RMSE (lower is better)", RMSE.cell),
+    Column("final_rmse_ci", "± 95% CI"),
+    Column("rmse_delta", "test RMSE vs reference", as_signed),
 ]
 
 
@@ -166,16 +177,20 @@ def tradeoff_table(study: Study) -> pd.DataFrame:
     the comparison with the architecture's reference configuration where the study has one."""
     ok = study.ok
     rows = []
+    metrics = {workload: metric_of(runs) for workload, runs in ok.groupby("workload")}
     for (workload, arch, config), runs in ok.groupby(["workload", "arch", "config"], sort=True):
         levels = _levels(runs)
+        metric = metrics[workload]
         epoch, epoch_ci = _mean_ci(runs["epoch_s"])
         target, target_ci = _mean_ci(runs["time_to_target_s"])
         accuracy, accuracy_ci = _mean_ci(runs["test_accuracy"])
+        rmse, rmse_ci = _mean_ci(runs["test_rmse"])
         rows.append(
             {
                 "workload": workload,
                 "arch": arch,
                 "config": config,
+                "metric": metric.key,
                 "reduction": describe(levels),
                 "reference": is_reference(levels),
                 "n": len(runs),
@@ -188,18 +203,23 @@ def tradeoff_table(study: Study) -> pd.DataFrame:
                 "pipelined_s": runs["pipelined_s"].mean(),
                 "first_layer_lead_s": runs["first_layer_lead_s"].mean(),
                 "partition_s": _partition_seconds(runs),
-                "reached": int(runs["time_to_target_s"].notna().sum()),
+                # no target RMSE: a regression has nothing to reach
+                "reached": int(runs["time_to_target_s"].notna().sum())
+                if metric is ACCURACY
+                else math.nan,
                 "time_to_target_s": target,
                 "time_to_target_ci": target_ci,
                 "final_accuracy": accuracy,
                 "final_accuracy_ci": accuracy_ci,
+                "final_rmse": rmse,
+                "final_rmse_ci": rmse_ci,
                 "_epochs": runs["epoch_s"].tolist(),
             }
         )
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    for column in ("bytes_fewer", "speedup", "speedup_ci", "accuracy_delta"):
+    for column in ("bytes_fewer", "speedup", "speedup_ci", "accuracy_delta", "rmse_delta"):
         table[column] = math.nan if column != "speedup_ci" else "n/a"
     table["_context"] = table["config"].map(context)
     for (_, _, _), group in table.groupby(["workload", "arch", "_context"], sort=False):
@@ -215,6 +235,7 @@ def tradeoff_table(study: Study) -> pd.DataFrame:
             if not math.isnan(ratio["ci_low"]):
                 table.at[index, "speedup_ci"] = f"{num(ratio['ci_low'])}–{num(ratio['ci_high'])}"
             table.at[index, "accuracy_delta"] = row["final_accuracy"] - reference["final_accuracy"]
+            table.at[index, "rmse_delta"] = row["final_rmse"] - reference["final_rmse"]
     order = sorted(
         range(len(table)),
         key=lambda i: (
@@ -227,20 +248,32 @@ def tradeoff_table(study: Study) -> pd.DataFrame:
     return table.iloc[order].drop(columns=["_epochs", "_context"]).reset_index(drop=True)
 
 
+def _final(metric: Metric) -> str:
+    """The table column of a metric's final value."""
+    return "final_accuracy" if metric is ACCURACY else "final_rmse"
+
+
 def plot_tradeoff(table: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
-    data = table.dropna(subset=["epoch_s", "final_accuracy"])
+    # each row by its workload's metric: accuracy, or a regression's test RMSE
+    scored = table.apply(
+        lambda row: row["final_rmse"] if row["metric"] == RMSE.key else row["final_accuracy"],
+        axis=1,
+    )
+    data = table[table["epoch_s"].notna() & scored.notna()]
     if data.empty:
         return None
     workloads = sorted(data["workload"].unique())
     fig, axes = plotting.new_figure(len(workloads), ncols=min(len(workloads), 2))
     for ax, workload in zip(axes, workloads, strict=True):
         rows = data[data["workload"] == workload]
+        metric = RMSE if (rows["metric"] == RMSE.key).all() else ACCURACY
+        final = _final(metric)
         for index, (arch, group) in enumerate(rows.groupby("arch", sort=False)):
             ax.errorbar(
                 group["epoch_s"],
-                100 * group["final_accuracy"],
+                metric.scale * group[final],
                 xerr=group["epoch_s_ci"].fillna(0),
-                yerr=100 * group["final_accuracy_ci"].fillna(0),
+                yerr=metric.scale * group[f"{final}_ci"].fillna(0),
                 color=plotting.arch_color(arch, index),
                 marker=plotting.arch_marker(arch),
                 linestyle="none",
@@ -250,38 +283,74 @@ def plot_tradeoff(table: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
             for _, row in group.iterrows():
                 ax.annotate(
                     row["reduction"],
-                    (row["epoch_s"], 100 * row["final_accuracy"]),
+                    (row["epoch_s"], metric.scale * row[final]),
                     textcoords="offset points",
                     xytext=(4, 3),
                     fontsize=7,
                 )
         ax.set_xlabel("time per epoch (s)")
-        ax.set_ylabel("final test accuracy (%)")
+        ax.set_ylabel(f"final {metric.axis_label}")
         if len(workloads) > 1:
             plotting.panel_title(ax, str(workload))
+    what = _quality_name(table)
     return plotting.finish_figure(
         fig,
         axes,
-        tradeoff_headline(table) or "Time per epoch against final accuracy",
+        tradeoff_headline(table) or f"Time per epoch against final {what}",
         fig_dir,
         "speed_accuracy",
-        "Time per epoch against final test accuracy per communication reduction "
+        f"Time per epoch against final {what} per communication reduction "
         "(bars: 95% confidence intervals over repetitions)",
     )
 
 
+def _quality_name(table: pd.DataFrame) -> str:
+    keys = set(table["metric"])
+    if keys == {RMSE.key}:
+        return f"{RMSE.name} ({RMSE.better})"
+    if RMSE.key in keys:
+        return "test accuracy or RMSE"
+    return ACCURACY.name
+
+
+def _costs_little(row: pd.Series) -> bool:
+    """At most one point of accuracy lost (a regression: at most 1% more test RMSE than its
+    reference's)."""
+    if row["metric"] == RMSE.key:
+        reference = row["final_rmse"] - row["rmse_delta"]
+        return bool(row["rmse_delta"] <= ONE_PERCENT * reference)
+    return bool(row["accuracy_delta"] >= -ONE_POINT)
+
+
+def _fastest_cheap(table: pd.DataFrame) -> pd.Series | None:
+    """The fastest reduction that costs little (`_costs_little`), or None."""
+    compared = table[~table["reference"] & table["speedup"].notna()]
+    kept = compared[compared.apply(_costs_little, axis=1)] if len(compared) else compared
+    return kept.loc[kept["speedup"].idxmax()] if len(kept) else None
+
+
 def tradeoff_headline(table: pd.DataFrame) -> str | None:
-    """The fastest reduction that costs at most one point of accuracy, per architecture."""
+    """The fastest reduction that costs at most one point of accuracy (or 1% of a regression's
+    test RMSE), per architecture."""
     compared = table[~table["reference"] & table["speedup"].notna()]
     if compared.empty:
         return None
-    kept = compared[compared["accuracy_delta"] >= -ONE_POINT]
-    if kept.empty:
+    best = _fastest_cheap(table)
+    if best is None:
+        if (compared["metric"] == RMSE.key).any():
+            return (
+                "Every communication reduction lost more than one point of accuracy or added "
+                "more than 1% to the test RMSE"
+            )
         return "Every communication reduction lost more than one point of accuracy"
-    best = kept.loc[kept["speedup"].idxmax()]
+    cost = (
+        f"test RMSE {as_signed(best['rmse_delta'])} (lower is better)"
+        if best["metric"] == RMSE.key
+        else f"accuracy {num(100 * best['accuracy_delta'], 2)} points"
+    )
     return (
         f"{best['arch']} {best['reduction']}: {as_times(best['speedup'])} faster per epoch "
-        f"than uncompressed, accuracy {num(100 * best['accuracy_delta'], 2)} points"
+        f"than uncompressed, {cost}"
     )
 
 
@@ -291,7 +360,11 @@ def tradeoff_findings(table: pd.DataFrame) -> list[str]:
     if headline and headline.startswith("Every"):
         sentences.append(headline + ".")
     elif headline:
-        sentences.append(headline + " (the fastest that costs at most one point).")
+        best = _fastest_cheap(table)
+        limit = (
+            "1% of test RMSE" if best is not None and best["metric"] == RMSE.key else "one point"
+        )
+        sentences.append(headline + f" (the fastest that costs at most {limit}).")
     compared = table[~table["reference"] & table["speedup"].notna()]
     slower = compared[compared["speedup"] < 1]
     if len(slower):
@@ -313,21 +386,25 @@ def build(study: Study, fig_dir: Path) -> Section:
             "sparse rows)",
         )
     section.tables.append(Table("speed_accuracy", TITLE, table, COLUMNS))
+    if (table["metric"] == RMSE.key).any():
+        section.how_to_read += HOW_TO_READ_RMSE
     section.findings += tradeoff_findings(table)
     if not table["reference"].any():
         section.notes.append(
             "No configuration without a reduction was run, so nothing is compared with one."
         )
-    missing = table[table["time_to_target_s"].isna()]
-    if len(missing) and len(missing) < len(table):
+    classified = table[table["metric"] == ACCURACY.key]  # a regression has no target
+    missing = classified[classified["time_to_target_s"].isna()]
+    if len(missing) and len(missing) < len(classified):
         section.notes.append(
             f"{len(missing)} configuration(s) never reached the target accuracy (time to target "
-            f"n/a); reached in {pct(1 - len(missing) / len(table))} of configurations."
+            f"n/a); reached in {pct(1 - len(missing) / len(classified))} of configurations."
         )
     figure = plot_tradeoff(table, fig_dir)
     if figure is None:
         section.skip(
-            "Speed against accuracy figure", "no run recorded a time per epoch and a test accuracy"
+            "Speed against accuracy figure",
+            "no run recorded a time per epoch and a test accuracy or RMSE",
         )
     else:
         section.figures.append(figure)

@@ -14,6 +14,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from archbench.analysis import plotting
 from archbench.analysis.fmt import as_percent, as_times, num, plus_minus
 from archbench.analysis.load import Study
+from archbench.analysis.quality import RMSE
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.analysis.stats import correlations, per_config, top_fraction_count
 
@@ -42,6 +43,7 @@ BEST_COLUMNS = [
     Column("epoch_s_std", "± std"),
     Column("n", "reps"),
     Column("test_accuracy", "test accuracy", as_percent),
+    Column("test_rmse", "test RMSE (lower is better)", RMSE.cell),  # regression workloads
     Column("configs_measured", "configurations"),
     Column("runner_up_slowdown", "runner-up slowdown", as_times),
 ]
@@ -62,7 +64,7 @@ TRANSFER_COLUMNS = [
 
 def config_times(study: Study) -> pd.DataFrame:
     """Mean time per epoch per workload × configuration."""
-    summary = per_config(study.ok, ["workload"], "epoch_s", extra=("test_accuracy",))
+    summary = per_config(study.ok, ["workload"], "epoch_s", extra=("test_accuracy", "test_rmse"))
     return summary.rename(columns={"mean": "epoch_s", "std": "epoch_s_std"})
 
 
@@ -78,6 +80,7 @@ def best_table(times: pd.DataFrame) -> pd.DataFrame:
             "epoch_s_std": best["epoch_s_std"],
             "n": int(best["n"]),
             "test_accuracy": best["test_accuracy"],
+            "test_rmse": best["test_rmse"],
             "configs_measured": len(part),
         }
         if len(part) > 1:
