@@ -8,6 +8,7 @@ forms such as "10 Gbit/s".
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,7 @@ _TC_RATE = re.compile(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)")
 # tbf below ~1 mbit makes ssh and MPI start-up crawl; above 100 gbit the shaping means nothing.
 EMULATED_MIN_BITS = 1e6
 EMULATED_MAX_BITS = 100e9
+MAX_BITS = 1e15  # 1 Pbit/s: beyond any link a prediction or a record may name
 # What a record's `cluster.link` says when the run had no shaped link.
 UNSHAPED = frozenset({"", "none", "loopback", "localhost", "local", "unshaped"})
 
@@ -63,8 +65,7 @@ class Bandwidth:
     def parse(cls, text: str | float | int) -> Bandwidth:
         """'200mbit', '1gbit', '10 Gbit/s', '1g' or a number (bit/s); UsageError otherwise."""
         if isinstance(text, int | float) and not isinstance(text, bool):
-            if text <= 0:
-                raise UsageError(f"bandwidth must be positive, got {text}")
+            _check_bits(float(text), text)
             return cls(float(text), str(text))
         match = _PATTERN.fullmatch(str(text).lower())
         if not match or match.group(2) not in _BITS_PER_UNIT:
@@ -72,8 +73,7 @@ class Bandwidth:
                 f"cannot read bandwidth {text!r} (examples: 200mbit, 1gbit, 10gbit/s, 1e9)"
             )
         value = float(match.group(1)) * _BITS_PER_UNIT[match.group(2)]
-        if value <= 0:
-            raise UsageError(f"bandwidth must be positive, got {text!r}")
+        _check_bits(value, text)
         return cls(value, str(text))
 
     @classmethod
@@ -102,6 +102,14 @@ class Bandwidth:
                     return cls.parse(link[key])
             return None
         return cls.parse(link)
+
+
+def _check_bits(bits: float, text: object) -> None:
+    # `1e999` reads as inf and NaN passes `<= 0`: neither is a rate ("inf Gbit/s")
+    if not (math.isfinite(bits) and 0 < bits <= MAX_BITS):
+        raise UsageError(
+            f"bandwidth must be a finite rate above 0 and at most 1 Pbit/s, got {text!r}"
+        )
 
 
 def parse_bandwidth(text: str | float | int) -> float:

@@ -153,6 +153,13 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if problem:
         raise UsageError(problem)
     check_model_name(config.model, config.dataset)
+    for row in TRAIN_SETTINGS:  # the sweep's own flags: checked as the registry says
+        value = values.get(row.name)
+        if row.reserved and row.check is not None and value is not None:
+            try:
+                row.check(value)
+            except ValueError as exc:
+                raise UsageError(f"{row.train_flag} {exc}") from None
     check_output_path(config.out)
     check_timeline(config)
     return config

@@ -2,7 +2,10 @@
 Open MPI style hostfiles (`host slots=N`), the text of both, and the hostfile a launcher's
 command line names.
 
-Bad input is a UsageError of one line naming what could not be read.
+Bad input is a UsageError of one line naming what could not be read. Every host name read here,
+from `-H`, a hostfile (a cluster's, a placement's, one given to `doctor` or `microbench`) or a
+Slurm allocation, passes `check_host_name`: a launcher hands host names to ssh through a shell,
+where a name starting with `-` is an option (`-Fsshcfg` runs that file's ProxyCommand).
 """
 
 from __future__ import annotations
@@ -13,8 +16,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from archbench.errors import UsageError
+from archbench.safe_text import shown
 
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}")
+# The most ranks one host may run (a hostfile's slots=, -H's :N, a study's cluster.slots).
+MAX_SLOTS = 1_024
+# A hostfile is a few lines per host; anything larger is not one (a device, a data file).
+MAX_HOSTFILE_BYTES = 1 << 20
 
 
 class HostSlots(NamedTuple):
@@ -33,9 +41,11 @@ def parse_host_list(text: str, flag: str = "-H") -> list[HostSlots]:
         if not part:
             continue
         name, _, slots = part.partition(":")
-        if not name or (slots and (not slots.isdigit() or int(slots) < 1)):
-            raise UsageError(f"cannot read host {part!r} (expected NAME or NAME:SLOTS)")
-        hosts.append(HostSlots(name, int(slots) if slots else 1))
+        if not name or (slots and _slots(slots) is None):
+            raise UsageError(
+                f"cannot read host {part!r} (expected NAME or NAME:SLOTS, SLOTS in 1..{MAX_SLOTS})"
+            )
+        hosts.append(HostSlots(check_host_name(name), _slots(slots) if slots else 1))
     if not hosts:
         raise UsageError(f"{flag} names no host")
     return hosts
@@ -44,9 +54,21 @@ def parse_host_list(text: str, flag: str = "-H") -> list[HostSlots]:
 def read_hostfile(path: str | Path) -> list[HostSlots]:
     """(host, slots) from an Open MPI style hostfile (`host slots=N`, comments with #)."""
     try:
-        text = Path(path).read_text()
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_HOSTFILE_BYTES + 1)
     except OSError as exc:
-        raise UsageError(f"hostfile {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"hostfile {shown(str(path))}: {exc.strerror or exc}") from None
+    if len(data) > MAX_HOSTFILE_BYTES:
+        raise UsageError(
+            f"hostfile {shown(str(path))}: larger than {MAX_HOSTFILE_BYTES >> 20} MiB, not a "
+            "hostfile"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"hostfile {shown(str(path))}: not UTF-8 text (byte {exc.start}), not a hostfile"
+        ) from None
     hosts: list[HostSlots] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
@@ -56,17 +78,31 @@ def read_hostfile(path: str | Path) -> list[HostSlots]:
         slots = 1
         for word in words[1:]:
             key, _, value = word.partition("=")
-            if key in ("slots", "max_slots", "max-slots") and value.isdigit() and int(value) > 0:
+            count = _slots(value)
+            if key in ("slots", "max_slots", "max-slots") and count is not None:
                 if key == "slots":
-                    slots = int(value)
+                    slots = count
             else:
                 raise UsageError(
-                    f"hostfile {path}:{number}: cannot read {word!r} (expected slots=N)"
+                    f"hostfile {shown(str(path))}:{number}: cannot read {word!r} "
+                    f"(expected slots=N, N in 1..{MAX_SLOTS})"
                 )
-        hosts.append(HostSlots(words[0], slots))
+        try:
+            name = check_host_name(words[0])
+        except UsageError as exc:
+            raise UsageError(f"hostfile {shown(str(path))}:{number}: {exc}") from None
+        hosts.append(HostSlots(name, slots))
     if not hosts:
-        raise UsageError(f"hostfile {path}: names no host")
+        raise UsageError(f"hostfile {shown(str(path))}: names no host")
     return hosts
+
+
+def _slots(text: str) -> int | None:
+    """A count of slots in 1..MAX_SLOTS, or None (`isdigit` alone takes `²` and 10**22)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 5:
+        return None
+    count = int(text)
+    return count if 1 <= count <= MAX_SLOTS else None
 
 
 def total_slots(hosts: Iterable[tuple[str, int]]) -> int:
@@ -79,7 +115,8 @@ def check_host_name(name: str) -> str:
     a name would add hosts or slots that nobody asked for."""
     if not isinstance(name, str) or not _HOST_NAME.fullmatch(name):
         raise UsageError(
-            f"host name {name!r} is not a host name (letters, digits, '.', '_', '-'; at most 253)"
+            f"host name {name!r} is not a host name (letters, digits, '.', '_', '-', "
+            "not starting with '-'; at most 253)"
         )
     return name
 

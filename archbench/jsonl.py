@@ -1,19 +1,92 @@
-"""Appending one JSON line to a records file, all or nothing.
+"""Appending one JSON line to a records file, all or nothing; reading JSON, bounded.
 
-Shared by `archbench train --out` and the sweep's `results.jsonl`. Under an exclusive lock: a line
-left cut short by an earlier crash (the file does not end in a newline) is cut off first, so the
-new line starts on a line of its own; the line goes out in one write() and is fsynced; a write that
-fails part-way (a full disk) is rolled back to the old size, so the file holds the whole line or
-none of it, and the caller gets an OSError naming the file.
+Appending is shared by `archbench train --out` and the sweep's `results.jsonl`. Under an exclusive
+lock: a line left cut short by an earlier crash (the file does not end in a newline) is cut off
+first, so the new line starts on a line of its own; the line goes out in one write() and is
+fsynced; a write that fails part-way (a full disk) is rolled back to the old size, so the file
+holds the whole line or none of it, and the caller gets an OSError naming the file.
+
+Reading (`loads`, `read_json`) is every JSON reader's: a record line, a runs file, a trace, a
+cluster's state. A document nested deeper than MAX_DEPTH (`[[[[...` overflows Python's stack in the
+decoder, and in any code that walks the value), larger than its reader's bound, not UTF-8, not JSON
+or holding NaN or Infinity where its reader does not take them is a JsonProblem, whose message is
+one line the caller puts after the file's name.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import stat
 import tempfile
+from typing import Any
+
+# Far deeper than any file archbench writes (a record is 4 levels, a trace 4).
+MAX_DEPTH = 64
+# A run's trace or a study's records can be large; a document beyond this is not one of ours.
+MAX_BYTES = 256 << 20
+
+
+class JsonProblem(ValueError):
+    """Why a text is not a JSON document its reader takes; the message is one line."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JsonProblem(f"holds {name}, which is not a JSON number")
+
+
+def loads(text: str | bytes, allow_nan: bool = False, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON value of `text`; JsonProblem (one line) when it is not JSON, is nested deeper
+    than `max_depth` or (unless `allow_nan`: records may hold a diverged run's NaN) holds NaN or
+    Infinity."""
+    try:
+        value = json.loads(text, parse_constant=None if allow_nan else _refuse_constant)
+    except JsonProblem:
+        raise
+    except RecursionError:
+        raise JsonProblem(f"nested deeper than {max_depth} levels") from None
+    except UnicodeDecodeError as exc:
+        raise JsonProblem(f"not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise JsonProblem(f"not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})") from None
+    except ValueError as exc:  # an integer of more than 4300 digits, say
+        raise JsonProblem(f"not JSON ({' '.join(str(exc).split())[:200]})") from None
+    if _deeper_than(value, max_depth):
+        raise JsonProblem(f"nested deeper than {max_depth} levels")
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists and objects more than `limit` levels (walked without recursion,
+    so that a value the decoder took cannot overflow the stack here)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def read_json(
+    path: str | os.PathLike[str], max_bytes: int = MAX_BYTES, allow_nan: bool = False
+) -> Any:
+    """The JSON value of the file at `path`, read whole; JsonProblem (one line) when it is larger
+    than `max_bytes` or is not a JSON document `loads` takes. OSError as open() raises it."""
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise JsonProblem(f"larger than {max_bytes:,} bytes")
+    return loads(data, allow_nan=allow_nan)
+
 
 # What the up-front check writes (then removes) next to the target: a record is a few KiB.
 PROBE_BYTES = 4096

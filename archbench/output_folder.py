@@ -13,14 +13,18 @@ import tempfile
 from pathlib import Path
 
 
-def folder_problem(folder: str | os.PathLike[str]) -> str | None:
+def folder_problem(folder: str | os.PathLike[str], parents: bool = True) -> str | None:
     """Why files could not be written in `folder` (made when missing) now, or None. Leaves
-    nothing behind."""
-    existing = Path(os.path.abspath(folder))
+    nothing behind. Without `parents`, only `folder` itself may be missing: its parent must be
+    a folder already (a slip in a path does not make a tree of folders nobody asked for)."""
+    asked = Path(os.path.abspath(folder))
+    existing = asked
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
         return f"{existing} is not a folder"
+    if not parents and existing not in (asked, asked.parent):
+        return f"{asked.parent} does not exist"
     try:
         probe = tempfile.mkdtemp(dir=existing, prefix=".archbench-probe-")
     except OSError as exc:

@@ -27,6 +27,7 @@ from archbench.errors import UsageError
 from archbench.tensor_partition import APPLIES_TO as _PARTITIONED
 from archbench.tensor_partition import PRIORITIES
 from archbench.tensor_partition import problem as partition_problem
+from archbench.warmgroup import RUNS_FILE_FLAG
 from archbench.workloads.task import LOSSES
 
 DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text", "words")
@@ -239,6 +240,20 @@ def _check_placement(value: str) -> None:
         )
 
 
+MAX_LABEL_CHARS = 200
+
+
+def _check_label(value: str) -> None:
+    # A run id or study name is a heading of the report and a key of every table: an empty one
+    # or one holding a line break would add headings or rows nobody wrote.
+    if not value.strip() or value != value.strip() or not value.isprintable():
+        raise LevelError(
+            f"must be a name on one line (printable, no leading or trailing blank), got {value!r}"
+        )
+    if len(value) > MAX_LABEL_CHARS:
+        raise LevelError(f"must be at most {MAX_LABEL_CHARS} characters, got {len(value)}")
+
+
 def train_flags() -> dict[str, Setting]:
     """Every flag of `archbench train` (the sweep's own included), with the row it sets."""
     flags = {}
@@ -261,6 +276,8 @@ def _check_extra_args(words: list[str]) -> None:
             raise LevelError(f"must not hold {flag}: the run would print its help and stop")
         if len(flag) < 3 or not flag.startswith("--"):
             continue  # a value, a negative number, or `--`
+        if flag.startswith("--runs") and RUNS_FILE_FLAG.startswith(flag):
+            raise LevelError(f"must not hold {flag}: the sweep starts warm groups itself")
         meant = flags.get(flag) or next(
             (row for name, row in flags.items() if name.startswith(flag)), None
         )
@@ -323,8 +340,8 @@ SETTINGS: dict[str, Setting] = {
         S("timeline", "str", None, ALL, reserved=True, alias="--timeline-file", help="write a Chrome Trace Event Format file of --timeline-steps traced steps after warm-up (left out of the step statistics, as probes are); under horovodrun spell it --timeline-file"),
         S("timeline_steps", "int", 3, ALL, minimum=1, maximum=100, unit="steps", help="steps --timeline traces (default 3)"),
         S("out", "str", None, ALL, reserved=True, help="append the run record to this JSON-lines file"),
-        S("run_id", "str", None, ALL, reserved=True, help="identifier of this run in the record (default: generated)"),
-        S("study", "str", None, ALL, reserved=True, help="name of the study this run belongs to"),
+        S("run_id", "str", None, ALL, reserved=True, check=_check_label, help="identifier of this run in the record (default: generated)"),
+        S("study", "str", None, ALL, reserved=True, check=_check_label, help="name of the study this run belongs to"),
         S("fusion_threshold_mb", "float", 64.0, _RING, minimum=0, maximum=1e6, numeric=True, unit="MB", help="Horovod tensor-fusion buffer (MB)"),
         S("cycle_time_ms", "float", 1.0, _RING, minimum=0, exclusive_minimum=True, maximum=1e6, numeric=True, unit="ms", help="Horovod cycle time (ms)"),
         # gradient compression (archbench.compression): the method, then its parameters

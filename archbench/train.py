@@ -530,6 +530,8 @@ def launch_section(first_step_at: float | None) -> dict:
         started = float(launched_at) if launched_at else None
     except ValueError:
         started = None
+    if started is not None and not 0 < started < 1e11:  # NaN, inf: not a time
+        started = None
     return warmgroup.cold_launch_record(started, first_step_at)
 
 

@@ -21,7 +21,6 @@ runs the rest of the group in a fresh launch.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,25 +85,58 @@ def cold_launch_record(launched_at: float | None, first_step_at: float | None) -
 
 def read_runs_file(path: str) -> WarmGroup:
     """The group a runs file describes; UsageError naming what is wrong with it."""
+    # deferred: archbench.jsonl loads nothing heavy, but keeps this module's imports to errors
+    from archbench.jsonl import JsonProblem, read_json
+    from archbench.safe_text import shown
+
+    where = f"{RUNS_FILE_FLAG} {shown(path)}"
+    expected = '{"group": …, "runs": [{"run_id": …, "argv": […]}, …]}'
     try:
-        with open(path) as handle:
-            data = json.load(handle)
+        data = read_json(path, max_bytes=MAX_RUNS_FILE_BYTES)
         runs = [
-            GroupRun(str(item["run_id"]), [str(word) for word in item["argv"]])
+            GroupRun(_label(item["run_id"]), [_word(word) for word in item["argv"]])
             for item in data["runs"]
         ]
         launched_at = data.get("launched_at")
-        group = WarmGroup(str(data["group"]), float(launched_at) if launched_at else None, runs)
+        group = WarmGroup(_label(data["group"]), _launched_at(launched_at), runs)
     except OSError as exc:
-        raise UsageError(f"{RUNS_FILE_FLAG} {path}: {exc.strerror or exc}") from None
-    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{where}: {exc.strerror or exc}") from None
+    except JsonProblem as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(
-            f"{RUNS_FILE_FLAG} {path}: not a runs file ({type(exc).__name__}: {exc}); expected "
-            '{"group": …, "runs": [{"run_id": …, "argv": […]}, …]}'
+            f"{where}: not a runs file ({type(exc).__name__}: {shown(str(exc))[:200]}); "
+            f"expected {expected}"
         ) from None
     if not runs:
-        raise UsageError(f"{RUNS_FILE_FLAG} {path}: the group has no runs")
+        raise UsageError(f"{where}: the group has no runs")
     return group
+
+
+# The sweep writes a few KiB per run; a group holds at most a study's runs.
+MAX_RUNS_FILE_BYTES = 64 << 20
+
+
+def _label(value: object) -> str:
+    """A group's or run's name: a non-empty string on one line (it reaches records and logs)."""
+    if not isinstance(value, str) or not value.strip() or not value.isprintable():
+        raise ValueError(f"{value!r} is not a name (a non-empty string on one line)")
+    return value
+
+
+def _word(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"argv word {value!r} is not a string")
+    return value
+
+
+def _launched_at(value: object) -> float | None:
+    """When the launcher started (epoch seconds), or None; a finite time after 1970 only."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e11:
+        raise ValueError(f"launched_at {value!r} is not a time (epoch seconds)")
+    return float(value)
 
 
 def enter(group: WarmGroup) -> None:

@@ -351,6 +351,21 @@ SWEEP_SPECS = {
     "fixed: {steps: 10, arch: ring}\n",
     "workers-huge": "fixed: {steps: 10, arch: ring, workers: 1000000000}\ncluster: localhost\n",
     "steps-within-warm-up": "fixed: {steps: 3}\ncluster: localhost\n",
+    # issue 49: a spec's files and words may not reach a launcher's or ssh's options
+    "placement-hostfile-dash": "cluster: localhost\nfixed: {arch: ring, workers: 2, "
+    "launcher: horovodrun, controller: gloo, placement: '{ws}/hosts/dash.txt', steps: 10}\n",
+    "placement-hostfile-huge-slots": "cluster: localhost\nfixed: {arch: ring, workers: 2, "
+    "placement: '{ws}/hosts/huge-slots.txt', steps: 10}\n",
+    "cluster-hostfile-latin1": "cluster: {kind: hostfile, hostfile: '{ws}/hosts/latin1.txt'}\n"
+    "fixed: {arch: ring, steps: 10}\n",
+    "extra-args-runs-file": "fixed: {steps: 10, extra_args: ['--runs-file', '{ws}/runs/ok.json']}\n"
+    "cluster: localhost\n",
+    "launcher-args-rankfile": "launcher_args: [--mca, orte_rankfile, '{ws}/hosts/dash.txt']\n"
+    "fixed: {steps: 10}\ncluster: localhost\n",
+    "env-mca-rankfile": "env: {OMPI_MCA_orte_rankfile: '{ws}/hosts/dash.txt'}\n"
+    "fixed: {steps: 10}\ncluster: localhost\n",
+    "python-a-script-named-python3": "python: '{ws}/scriptbin/python3'\nfixed: {steps: 10}\n"
+    "cluster: localhost\n",
 }
 
 SWEEP_CASES = [_sweep(name.replace("-", " "), name) for name in SWEEP_SPECS] + [
@@ -403,6 +418,10 @@ SUBMIT_CASES = [
         [*CLI, "submit", "{ws}/specs/x\ntouch pwned\n.yaml", "--dry-run"],
     ),
     Case("submit study folder with a blank", [*CLI, "submit", "{ws}/sp ace/ok.yaml", "--dry-run"]),
+    Case(
+        "submit python a script named python3",
+        [*CLI, "submit", "{ws}/specs/python-a-script-named-python3.yaml", "--dry-run"],
+    ),
     Case("submit nodes 0", [*CLI, "submit", "{ws}/specs/ok.yaml", "--nodes", "0", "--dry-run"]),
     Case(
         "submit time garbage",
@@ -461,6 +480,8 @@ PREDICT_CASES = [
     Case("predict unknown model", [*PREDICT, "--model", "nosuchnet"]),
     Case("predict bandwidth garbage", [*PREDICT, "--bandwidth", "fast"]),
     Case("predict bandwidth nan", [*PREDICT, "--bandwidth", "nanmbit"]),
+    Case("predict bandwidth 1e999", [*PREDICT, "--bandwidth", "1e999"]),
+    Case("model whatif bandwidths 1e999", [*WHATIF, "--bandwidths", "1e999"]),
     Case("predict no model", [*CLI, "predict", "--arch", "ring", "--batch-size", "32"]),
     Case("predict calibration missing", [*PREDICT, "--calibration", "{ws}/nosuch.jsonl"]),
     Case("predict fit missing", [*PREDICT, "--fit", "{ws}/nosuch.json"]),
@@ -506,7 +527,60 @@ PREDICT_CASES = [
     Case("microbench message 8G", [*CLI, "microbench", "--sizes", "8G", "--out", "{out}"]),
 ]
 
+
+def _timeline(name: str, trace: str, *args: str) -> Case:
+    return Case(f"timeline {name}", [*CLI, "timeline", f"{{ws}}/traces/{trace}", *args])
+
+
+# issue 49: a trace is data; it names no file and its numbers are checked
+TIMELINE_CASES = [
+    _timeline("missing file", "nosuch.json"),
+    _timeline("nested json", "../nested.json"),
+    _timeline("out dir an existing file", "ok.json", "--out-dir", "{ws}/records/x.txt"),
+    _timeline("out dir /dev/null", "ok.json", "--out-dir", "/dev/null"),
+    _timeline("out dir in a missing folder", "ok.json", "--out-dir", "{ws}/nowhere/out"),
+    _timeline("args null", "args-null.json", "--out-dir", "{ws}/gantt"),
+    _timeline("ts and dur 1e308", "huge-times.json", "--out-dir", "{ws}/gantt"),
+    _timeline("dilation factor zero", "dilation-zero.json", "--out-dir", "{ws}/gantt"),
+    _timeline("step junk", "step-junk.json", "--out-dir", "{ws}/gantt"),
+    _timeline("step a path", "step-path.json", "--out-dir", "{ws}/gantt"),
+    _timeline("step a path, default out dir", "step-path.json"),
+]
+
+# issue 49: every reader of a user's JSON bounds nesting; host names pass one checker
+READER_CASES = [
+    Case("train runs file nested json", [*TRAIN, "--runs-file", "{ws}/nested.json"]),
+    Case("train runs file launched_at NaN", [*TRAIN, "--runs-file", "{ws}/runs/nan.json"]),
+    Case("train runs file launched_at a string", [*TRAIN, "--runs-file", "{ws}/runs/text.json"]),
+    Case("train runs file run id with a newline", [*TRAIN, "--runs-file", "{ws}/runs/id.json"]),
+    _train("run id empty", "--run-id", ""),
+    _train("run id with a newline", "--run-id", "r1\n# Finding: forged"),
+    _train("study with a newline", "--study", "s\n## forged"),
+    Case("report nested json", [*CLI, "report", "{ws}/records/nested.jsonl"]),
+    Case("compare nested json", [*CLI, "compare", "{ws}/records/nested.jsonl"]),
+    Case("doctor hostfile not utf-8", [*CLI, "doctor", "--hostfile", "{ws}/hosts/latin1.txt"]),
+    Case(
+        "doctor hostfile line starting with -",
+        [*CLI, "doctor", "--hostfile", "{ws}/hosts/dash.txt"],
+    ),
+    Case("doctor hostfile slots huge", [*CLI, "doctor", "--hostfile", "{ws}/hosts/huge-slots.txt"]),
+    Case("doctor host list option", [*CLI, "doctor", "--hosts=-oProxyCommand=touch:1"]),
+    Case(
+        "microbench hostfile not utf-8",
+        [*CLI, "microbench", "--hostfile", "{ws}/hosts/latin1.txt", "--out", "{out}"],
+    ),
+    Case(
+        "microbench hostfile slots huge",
+        [*CLI, "microbench", "--hostfile", "{ws}/hosts/huge-slots.txt", "--out", "{out}"],
+    ),
+]
+
 CLUSTER_CASES = [
+    Case(
+        "cluster up cfs period nan",
+        [*CLI, "cluster", "up", "--nodes", "2", "--cfs-period-ms", "nan"],
+    ),
+    Case("cluster status name a path", [*CLI, "cluster", "status", "--name", "../../../tmp/x"]),
     Case("cluster no action", [*CLI, "cluster"]),
     Case("cluster unknown action", [*CLI, "cluster", "explode"]),
     Case("cluster up nodes 0", [*CLI, "cluster", "up", "--nodes", "0"]),
@@ -547,6 +621,8 @@ CASES = (
     + COMPARE_CASES
     + PREDICT_CASES
     + CLUSTER_CASES
+    + TIMELINE_CASES
+    + READER_CASES
     + OTHER_CASES
 )
 
@@ -634,6 +710,61 @@ def prepare_hostile_inputs(ws: Path) -> None:
     (ws / "binary.jsonl").write_bytes(bytes(range(256)) * 4)
     (ws / "binary.json").write_bytes(bytes(range(256)) * 4)
     (ws / "list.json").write_text("[1, 2]\n")
+    prepare_issue49_inputs(ws)
+
+
+def _trace(step: object = 7, ts: float = 0.0, dur: float = 130.0, **meta: object) -> dict:
+    """A small trace as --timeline writes it (one rank, one step), with `meta` in otherData."""
+    step_args = {"step": step}
+    events = [
+        {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "rank 0: chief on a"}},
+        {"name": "step", "cat": "step", "ph": "X", "ts": ts, "dur": dur, "pid": 0, "tid": 0,
+         "args": step_args},
+        {"name": "f", "cat": "forward", "ph": "X", "ts": ts, "dur": 40.0, "pid": 0, "tid": 1,
+         "args": step_args},
+    ]  # fmt: skip
+    other = {"writer": "archbench", "arch": "ring", "model": "mlp", "dilation_factor_D": 1.0}
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {**other, **meta}}
+
+
+def prepare_issue49_inputs(ws: Path) -> None:
+    """Issue 49's files: hostfiles that would hand ssh an option, traces that would pick where
+    a chart goes, JSON nested past any reader's stack, runs files with impossible values."""
+    hosts = ws / "hosts"
+    hosts.mkdir()
+    (hosts / "dash.txt").write_text("-Fsshcfg slots=2\n")
+    (hosts / "sshcfg").write_text("Host *\n  ProxyCommand touch PWNED\n")
+    (hosts / "huge-slots.txt").write_text("localhost slots=99999999999999999999999\n")
+    (hosts / "latin1.txt").write_bytes(b"n\xe9ud1 slots=1\n")
+    scripts = ws / "scriptbin"
+    scripts.mkdir()
+    (scripts / "python3").write_text(f"#!/bin/sh\ntouch {ws}/RAN\n")
+    (scripts / "python3").chmod(0o755)
+    (ws / "nested.json").write_text("[" * 100000)
+    (ws / "records" / "nested.jsonl").write_text("[" * 100000 + "\n")
+    runs = ws / "runs"
+    runs.mkdir()
+    group = {
+        "group": "g-1",
+        "launched_at": 1.7e9,
+        "runs": [{"run_id": "r1", "argv": ["--lr", "x"]}],
+    }
+    (runs / "ok.json").write_text(json.dumps(group))
+    (runs / "nan.json").write_text(json.dumps({**group, "launched_at": math.nan}))
+    (runs / "text.json").write_text(json.dumps({**group, "launched_at": "yesterday"}))
+    run = {"run_id": "r1\n# forged", "argv": ["--lr", "x"]}
+    (runs / "id.json").write_text(json.dumps({**group, "runs": [run]}))
+    traces = ws / "traces"
+    traces.mkdir()
+    (traces / "ok.json").write_text(json.dumps(_trace()))
+    args_null = _trace()
+    args_null["traceEvents"].append({"name": "thread_name", "ph": "M", "pid": 0, "args": None})
+    (traces / "args-null.json").write_text(json.dumps(args_null))
+    (traces / "huge-times.json").write_text(json.dumps(_trace(ts=1e308, dur=1e308)))
+    (traces / "dilation-zero.json").write_text(json.dumps(_trace(dilation_factor_D="zero")))
+    (traces / "step-junk.json").write_text(json.dumps(_trace(step="junk")))
+    (traces / "step-path.json").write_text(json.dumps(_trace(step="x/../../../../tmp/ESCAPED")))
+    (traces / "step-path-stepx").mkdir()  # the folder the step's path would walk through
 
 
 @dataclass

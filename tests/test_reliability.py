@@ -127,11 +127,13 @@ def test_a_synthetic_run_records_startup_and_warmup_and_skips_evaluation(tmp_pat
     assert record["result"]["test_accuracy"] is not None
 
 
-def _sweep(spec: Path, *extra: str) -> subprocess.CompletedProcess:
+def _sweep(
+    spec: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "archbench.cli", "sweep", str(spec), *extra],
         cwd=REPO,
-        env=launcher_env(),
+        env=launcher_env(**(env or {})),
         capture_output=True,
         text=True,
         timeout=600,
@@ -154,27 +156,31 @@ def test_results_made_unwritable_mid_sweep_stop_it_with_one_line_and_it_resumes(
     if not _chattr_works(tmp_path):
         pytest.skip("needs chattr +i (root on a file system that supports it)")
     results = tmp_path / "io" / "results.jsonl"
-    # The interpreter of the second run makes results.jsonl immutable, as a user might mid-sweep.
-    wrapper = tmp_path / "python"
-    wrapper.write_text(
+    # The second run, as it starts, makes results.jsonl immutable, as a user might mid-sweep: a
+    # sitecustomize on the sweep's PYTHONPATH (which its runs inherit), since a spec's python:
+    # must be a real interpreter, not a wrapper script.
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
         textwrap.dedent(
             f"""\
-            #!/bin/sh
-            case "$*" in *archbench.train*) [ -s {results} ] && chattr +i {results} ;; esac
-            exec {sys.executable} "$@"
+            import pathlib, subprocess
+            results = pathlib.Path({str(results)!r})
+            if b"archbench.train" in pathlib.Path("/proc/self/cmdline").read_bytes():
+                if results.exists() and results.stat().st_size:
+                    subprocess.run(["chattr", "+i", str(results)])
             """
         )
     )
-    wrapper.chmod(0o755)
     spec = tmp_path / "io.yaml"
-    # One launch per run (warm: false): the wrapper acts when the second run's launch starts.
+    # One launch per run (warm: false): the hook acts when the second run's launch starts.
     spec.write_text(
-        f"python: {wrapper}\norder: design\ncluster: localhost\nwarm: false\n"
+        "order: design\ncluster: localhost\nwarm: false\n"
         "fixed: {arch: single, model: mlp, steps: 6, eval_samples: 50}\n"
         "factors: {lr: [0.1, 0.2]}\n"
     )
     try:
-        stopped = _sweep(spec)
+        stopped = _sweep(spec, env={"PYTHONPATH": f"{hook}:{REPO}"})
         immutable_line = [line for line in stopped.stderr.splitlines() if "error:" in line]
         assert stopped.returncode == 1, stopped.stderr
         assert "Traceback" not in stopped.stderr

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from archbench.cluster import state
+from archbench.jsonl import read_json
 from archbench.safe_text import one_line
 
 
@@ -30,7 +31,7 @@ def _registry_path() -> Path:
 
 def _load_registry() -> list[str]:
     try:
-        return list(json.loads(_registry_path().read_text()))
+        return [str(path) for path in read_json(_registry_path(), max_bytes=1 << 20)]
     except FileNotFoundError:
         return []
 

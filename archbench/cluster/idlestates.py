@@ -31,6 +31,8 @@ import json
 import os
 from pathlib import Path
 
+from archbench.jsonl import read_json
+
 PARAMETERS = Path("/sys/module/haltpoll/parameters")
 # The cpuidle driver the machine's idle cores run: the parameters count only under haltpoll.
 DRIVER = Path("/sys/devices/system/cpu/cpuidle/current_driver")
@@ -85,8 +87,10 @@ def hold(parameters: Path = PARAMETERS, saved: Path = SAVED, driver: Path = DRIV
 def release(saved: Path = SAVED) -> None:
     """Puts the parameters back as `hold` found them, and forgets them. Safe to repeat."""
     try:
-        original = json.loads(saved.read_text())
+        original = read_json(saved, max_bytes=1 << 20)
     except (OSError, ValueError):
+        return
+    if not isinstance(original, dict):
         return
     parameters = Path(original.pop("parameters", str(PARAMETERS)))
     # the limit last: shrinking stays off until the limit is back

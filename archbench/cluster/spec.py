@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -77,6 +78,14 @@ def make_spec(
     if not 0 <= nap_us <= MAX_NAP_US:
         raise UsageError(f"--idle-nap-us {nap_us} is out of range 0..{MAX_NAP_US} (0: waits spin)")
 
+    if cfs_period_ms is not None and not (
+        math.isfinite(cfs_period_ms)  # NaN passes every comparison's `not`
+        and cgroups.MIN_PERIOD_US <= cfs_period_ms * 1000 <= cgroups.MAX_PERIOD_US
+    ):
+        raise UsageError(
+            f"--cfs-period-ms {cfs_period_ms:g} is out of range "
+            f"{cgroups.MIN_PERIOD_US // 1000}..{cgroups.MAX_PERIOD_US // 1000}"
+        )
     slowdown = dilation_of.parse(
         dilation, nodes, vcpus_per_node, launch.usable_cores(), cfs_period_ms, vcpus_per_process
     )

@@ -20,10 +20,13 @@ from typing import Any
 from archbench.bandwidth import Bandwidth
 from archbench.cluster.dilation import Dilation
 from archbench.errors import UsageError
+from archbench.jsonl import JsonProblem, read_json
+from archbench.safe_text import shown
 
 RUN_DIR = Path(os.environ.get("ARCHBENCH_RUN_DIR", "/run/archbench"))
 NETNS_DIR = Path("/run/netns")
 STATE_FILE = "state.json"
+MAX_STATE_BYTES = 1 << 20  # a state file is a few KiB per node
 
 
 def clusters_dir() -> Path:
@@ -31,7 +34,13 @@ def clusters_dir() -> Path:
 
 
 def cluster_dir(name: str) -> Path:
-    return clusters_dir() / name
+    """The state folder of cluster `name`, checked to be a cluster name: the one place a name
+    becomes a path, so `../../../tmp/x` cannot reach outside the clusters' folder from any
+    caller (`cluster`, `init --cluster`, a study's `cluster: {name: ...}`)."""
+    # deferred: archbench.cluster.spec imports this module's neighbours (cgroups, dilation)
+    from archbench.cluster.spec import check_name
+
+    return clusters_dir() / check_name(name)
 
 
 @dataclass
@@ -143,11 +152,21 @@ def save_state(state: ClusterState) -> None:
 
 
 def load_state(name: str) -> ClusterState | None:
+    """The state of cluster `name`, None when it has none; UsageError (one line) when its state
+    file is not one `cluster up` wrote."""
     path = cluster_dir(name) / STATE_FILE
     try:
-        return ClusterState.from_dict(json.loads(path.read_text()))
+        return ClusterState.from_dict(read_json(path, max_bytes=MAX_STATE_BYTES))
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise UsageError(f"cluster {name}: cannot read {path} ({exc.strerror or exc})") from None
+    except (JsonProblem, ValueError, TypeError, KeyError, AttributeError) as exc:
+        problem = exc if isinstance(exc, JsonProblem) else f"{type(exc).__name__}: {exc}"
+        raise UsageError(
+            f"cluster {name}: {path} is not a state file `cluster up` wrote "
+            f"({shown(str(problem))[:200]}); remove {path.parent} if no cluster of that name is up"
+        ) from None
 
 
 def list_states() -> list[ClusterState]:

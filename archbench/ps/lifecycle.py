@@ -13,12 +13,12 @@
 
 from __future__ import annotations
 
-import pickle
 import re
 import threading
 import time
 
 from archbench.errors import RunFailed
+from archbench.ps import wire
 from archbench.ps.cluster_spec import (
     NO_ANSWER,
     REFUSED,
@@ -244,10 +244,23 @@ def serve_until_released(tf, session, queue_ops: tuple, layout: ClusterLayout, t
     return finished
 
 
+def _gathered(item: bytes, tasks: int) -> tuple[int, object]:
+    """(rank, value) of one task's allgather message; RunFailed for bytes no task of this job
+    sent (anyone may reach the queue's port)."""
+    try:
+        rank, value = wire.loads_wire(item)
+    except (wire.WireError, TypeError, ValueError) as exc:
+        raise RunFailed(f"an allgather message that is not archbench's: {exc}") from None
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < tasks:
+        raise RunFailed(f"an allgather message from rank {rank!r}, not one of {tasks} tasks")
+    return rank, value
+
+
 class GrpcAllgather:
     """allgather of small Python objects over the tasks' own gRPC servers (no MPI needed).
 
-    Round r: every task puts (rank, pickled value) into a queue hosted by every task, then takes
+    Round r: every task puts (rank, value) as JSON (archbench.ps.wire: never pickle, since the
+    port takes anyone's bytes) into a queue hosted by every task, then takes
     N items from the queue it hosts, waiting as long as the tasks it has not heard from are
     alive (the chief may be evaluating). Used when the cluster comes from TF_CONFIG.
     """
@@ -288,7 +301,7 @@ class GrpcAllgather:
         )
         values: dict[int, object] = {}
         try:
-            session.run(send, feed_dict={payload: pickle.dumps((me, value))})
+            session.run(send, feed_dict={payload: wire.dumps([me, value])})
             while len(values) < len(tasks):
                 item = take_when_there(
                     tf,
@@ -300,7 +313,7 @@ class GrpcAllgather:
                     self.timeout_s,
                     poll_s=0.05,
                 )
-                rank, received = pickle.loads(item)
+                rank, received = _gathered(item, len(tasks))
                 values[rank] = received
         except tf.errors.OpError as exc:
             raise explain_failure(tf, exc, self.layout, doing, self.timeout_s) from None

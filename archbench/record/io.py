@@ -1,8 +1,8 @@
 """Writing and reading run records: one JSON object per line.
 
 The one reader: a line that is not a whole JSON object (cut by a crash, or by a copy in
-progress) is skipped and reported, a record of an older schema version is migrated, and one of
-a newer version stops the read with one line naming it.
+progress; nested past archbench.jsonl's bound) is skipped and reported, a record of an older
+schema version is migrated, and one of a newer version stops the read with one line naming it.
 The one rule for a study's record files: a file is itself; a folder is its `results.jsonl`
 (the sweep's), else every `.jsonl` below it except those in `report/` and the sweep's per-run
 `runs/` folders.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.jsonl import append_line
+from archbench.jsonl import JsonProblem, append_line, loads
 from archbench.record.schema import NewerSchema, migrate
 
 RESULTS_NAME = "results.jsonl"
@@ -71,8 +71,9 @@ def read_lines(paths: list[Path] | Path | str, complete_only: bool = False) -> L
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+                # NaN stays readable: a diverged run's loss is one, and the report names it
+                record = loads(line, allow_nan=True)
+            except JsonProblem:
                 record = None
             if not isinstance(record, dict):
                 out.bad.append(f"{path.name}:{number}")

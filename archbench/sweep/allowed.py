@@ -3,18 +3,21 @@
 A spec is input, not code: it says what to train and how to start it, and nothing else. It cannot
 name another program to run, move where records are written, or load code into the runs:
 
-- `python:` is a Python (a program named python, python3 or python3.N) that imports archbench
-  (`archbench.sweep.preflight`);
+- `python:` is a Python (CPython's compiled executable, named python, python3 or python3.N, its
+  link target too; a script is refused unrun) that imports archbench (`archbench.sweep.preflight`);
 - `extra_args` holds flags of `archbench train` that no setting covers: the sweep's own (`--out`,
-  `--run-id`, `--study`) and a setting's flag are refused (`archbench.settings`);
+  `--run-id`, `--study`, `--runs-file`) and a setting's flag are refused (`archbench.settings`);
 - `launcher_args` holds MCA parameters (`--mca NAME VALUE`), `-x NAME` and the launcher switches
   below, which change how the launcher reports or places ranks;
 - `env` sets the tuning variables of the libraries a run uses (the prefixes below).
 
-An MCA parameter or variable whose name says it holds a program, its arguments, a file or a folder
-(`plm_rsh_agent`, `plm_rsh_args`, `HOROVOD_TIMELINE`, `..._FILE`, `..._DIR`) is refused: set it in
-the environment of the sweep itself, which every run inherits, where the person running the sweep
-chooses it rather than the spec.
+MCA parameters (`--mca NAME`, `OMPI_MCA_NAME`) are allowed by framework: the transports and
+collectives a study tunes (`btl`, `pml`, `mtl`, `coll`, `osc`, `oob`, `mpi`), nothing else. Open
+MPI has hundreds of parameters, and those that name a file do not all say so (`orte_rankfile`),
+so a list of what is refused would always miss one. An MCA parameter or variable whose name says it
+holds a program, its arguments, a file or a folder (`plm_rsh_agent`, `HOROVOD_TIMELINE`,
+`..._FILE`, `..._DIR`) is refused too: set it in the environment of the sweep itself, which every
+run inherits, where the person running the sweep chooses it rather than the spec.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import re
 from typing import Any
 
 from archbench.errors import UsageError
+from archbench.safe_text import shown
 
 # Launcher options that take no value.
 LAUNCHER_SWITCHES = frozenset(
@@ -59,6 +63,10 @@ _PATH_WORDS = frozenset(
     }
 )  # fmt: skip
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The MCA frameworks a study may tune: transports, point-to-point, collectives, one-sided, the
+# out-of-band channel, and the MPI layer's own switches (mpi_yield_when_idle, ...).
+MCA_FRAMEWORKS = ("btl", "pml", "mtl", "coll", "osc", "oob", "mpi")
+_MCA_ENV_PREFIX = "OMPI_MCA_"
 
 
 def names_a_path(name: str) -> bool:
@@ -67,10 +75,28 @@ def names_a_path(name: str) -> bool:
     return bool(_PATH_WORDS & set(re.split(r"[_.\-]+", name.lower())))
 
 
+def mca_parameter_allowed(name: str) -> bool:
+    """Whether a study may set the MCA parameter `name`: one of MCA_FRAMEWORKS' (the framework
+    itself, `btl`, or one of its parameters, `btl_tcp_if_include`) that names no path."""
+    framework = name.split("_", 1)[0]
+    return framework in MCA_FRAMEWORKS and not names_a_path(name)
+
+
+def check_mca_parameter(name: str, where: str) -> None:
+    if not mca_parameter_allowed(name):
+        raise UsageError(
+            f"{where}: MCA parameter {shown(name)} is not one a study may set (it may set parameters "
+            f"of {', '.join(MCA_FRAMEWORKS)}, none that names a program, a file or a folder); "
+            f"set OMPI_MCA_{name} in the sweep's own environment"
+        )
+
+
 def check_variable(name: str, where: str) -> None:
     """A variable a spec may set for its runs (env:, -x NAME=VALUE); UsageError otherwise."""
     if not _VARIABLE_NAME.fullmatch(name):
         raise UsageError(f"{where}: {name!r} is not an environment variable name")
+    if name.startswith(_MCA_ENV_PREFIX):  # an MCA parameter, as --mca sets it
+        check_mca_parameter(name[len(_MCA_ENV_PREFIX) :], where)
     if not (name in ENV_NAMES or name.startswith(ENV_PREFIXES)) or names_a_path(name):
         raise UsageError(
             f"{where}: {name} is not a variable a study may set (it may set tuning variables: "
@@ -89,13 +115,7 @@ def check_launcher_args(words: list[str], where: str) -> list[str]:
         if word in MCA_OPTIONS:
             if index + 2 >= len(words):
                 raise UsageError(f"{context}: {word} takes a parameter name and a value")
-            name = words[index + 1]
-            if names_a_path(name):
-                raise UsageError(
-                    f"{context}: MCA parameter {name} names a program, arguments, a file or a "
-                    "folder; a study may not set it (set OMPI_MCA_"
-                    f"{name} in the sweep's own environment)"
-                )
+            check_mca_parameter(words[index + 1], context)
             index += 3
         elif word == FORWARD_OPTION:
             if index + 1 >= len(words):

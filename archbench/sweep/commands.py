@@ -9,7 +9,8 @@ servers and the rest are workers (archbench.train's convention), so:
 - `dedicated` (ps): the PS ranks alone on the first host, workers spread over the others;
 - `colocated` (ps): the same worker hosts as `dedicated`, with the PS ranks on the first of them;
 - `one-host` (ps): every rank, servers and workers, on the first host (within its slots);
-- any other placement level is a hostfile path, passed to the launcher as it is.
+- any other placement level is a hostfile path: read (its host names checked, as every
+  hostfile's are) and filled in order; the launcher reads the run's own hostfile written from it.
 """
 
 from __future__ import annotations

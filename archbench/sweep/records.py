@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from archbench.archs import arch as architecture
+from archbench.jsonl import read_json
 from archbench.record import (
     build_record,
     cluster_section,
@@ -299,7 +300,7 @@ def write_outcome(
 
 def read_outcome(run_dir: Path) -> tuple[ProcessOutcome, str, str] | None:
     try:
-        data = json.loads((run_dir / "outcome.json").read_text())
+        data = read_json(run_dir / "outcome.json", max_bytes=1 << 20)
         outcome = ProcessOutcome(
             int(data["returncode"]),
             bool(data["timed_out"]),

@@ -13,9 +13,10 @@ import subprocess
 from collections.abc import Mapping
 
 from archbench.errors import UsageError
-from archbench.hosts import HostSlots
+from archbench.hosts import MAX_SLOTS, HostSlots, check_host_name
 
-_COUNT = re.compile(r"(\d+)(?:\(x(\d+)\))?")
+_COUNT = re.compile(r"([0-9]+)(?:\(x([0-9]+)\))?")
+MAX_ALLOCATION_NODES = 65_536  # far above any allocation; bounds a garbage `(xN)`
 # Slots come from the first of these that is set: tasks first (one rank per task), then CPUs.
 SLOT_VARIABLES = ("SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE")
 
@@ -28,6 +29,12 @@ def parse_counts(text: str, num_hosts: int | None = None) -> list[int]:
         if not match:
             raise UsageError(f"cannot read Slurm per-node count {text!r} (expected e.g. 2(x3),1)")
         value, repeat = int(match.group(1)), int(match.group(2) or 1)
+        # bounded before the list is built: `2(x99999999999)` would fill the memory
+        if not 1 <= value <= MAX_SLOTS or repeat > MAX_ALLOCATION_NODES:
+            raise UsageError(
+                f"Slurm per-node count {text!r} is out of range (1..{MAX_SLOTS} slots, at most "
+                f"{MAX_ALLOCATION_NODES} nodes)"
+            )
         counts.extend([value] * repeat)
     if num_hosts is not None and len(counts) != num_hosts:
         if len(counts) == 1:  # SLURM_NTASKS_PER_NODE=4 is one value for every node
@@ -55,7 +62,9 @@ def expand_nodelist(text: str) -> list[str]:
         for piece in ranges.split(","):
             if "-" in piece:
                 low, high = piece.split("-", 1)
-                if not (low.isdigit() and high.isdigit()) or int(low) > int(high):
+                if not (low.isdigit() and high.isdigit()) or not (
+                    0 <= int(high) - int(low) < MAX_ALLOCATION_NODES
+                ):
                     raise UsageError(f"cannot read Slurm node list {text!r} (range {piece!r})")
                 width = len(low)
                 hosts.extend(
@@ -125,4 +134,7 @@ def allocation_hosts(env: Mapping[str, str] | None = None) -> list[HostSlots]:
             break
     else:
         slots = [1] * len(hosts)
-    return [HostSlots(host, count) for host, count in zip(hosts, slots, strict=True)]
+    # scontrol's names go to the launcher as any hostfile's do: checked the same way
+    return [
+        HostSlots(check_host_name(host), count) for host, count in zip(hosts, slots, strict=True)
+    ]

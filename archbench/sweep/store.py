@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.jsonl import append_line, cut_partial_tail, fsync_dir
+from archbench.jsonl import JsonProblem, append_line, cut_partial_tail, fsync_dir, loads
 from archbench.record.io import RESULTS_NAME, read_lines
 
 
@@ -128,10 +128,10 @@ class ResultStore:
         kept = []
         for raw in self.path.read_bytes().splitlines(keepends=True):
             try:
-                if json.loads(raw).get("run_id") == run_id:
+                if loads(raw, allow_nan=True).get("run_id") == run_id:
                     continue
-            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-                pass
+            except (JsonProblem, AttributeError):
+                pass  # a line that is not a record is kept as it is
             kept.append(raw)
         temporary = self.path.with_name(f".{RESULTS_NAME}.{os.getpid()}.tmp")
         try:

@@ -10,13 +10,16 @@ exit status 2.
 from __future__ import annotations
 
 import argparse
-import json
+import shutil
 from pathlib import Path
 
 from archbench.analysis.fmt import as_percent, num
 from archbench.archs import SERVER_ROLE
 from archbench.errors import UsageError
-from archbench.timeline.traceformat import problems
+from archbench.jsonl import JsonProblem, read_json
+from archbench.output_folder import folder_problem
+from archbench.safe_text import file_token, shown
+from archbench.timeline.traceformat import archbench_problems, problems
 
 COLUMNS = (  # (header, StepBreakdown attribute)
     ("step ms", "step_s"),
@@ -48,20 +51,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def read_trace(path: Path) -> dict:
     """The trace at `path`; UsageError (one line) when it is not a --timeline trace."""
-
+    where = shown(str(path))
     try:
-        trace = json.loads(path.read_text(encoding="utf-8"))
+        trace = read_json(path)
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+        raise UsageError(f"{where}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    except JsonProblem as exc:
+        raise UsageError(f"{where}: {exc}") from None
     found = problems(trace, limit=1)
     if found:
-        raise UsageError(f"{path}: not a valid Trace Event Format file ({found[0]})")
+        raise UsageError(f"{where}: not a valid Trace Event Format file ({shown(found[0])})")
     if not isinstance(trace, dict) or "archbench" not in str(trace.get("otherData", {})):
-        raise UsageError(f"{path}: a trace, but not one archbench --timeline wrote")
+        raise UsageError(f"{where}: a trace, but not one archbench --timeline wrote")
+    found = archbench_problems(trace, limit=1)
+    if found:
+        raise UsageError(f"{where}: not a trace archbench --timeline wrote ({shown(found[0])})")
     return trace
 
 
@@ -70,10 +76,15 @@ def run(args: argparse.Namespace) -> int:
     from archbench.timeline.breakdown import breakdowns, critical_path, median_step
 
     trace = read_trace(args.file)
+    out_dir = args.out_dir or args.file.parent
+    # checked before anything is printed or drawn: an out-dir that is a file (or /dev/null)
+    problem = folder_problem(out_dir, parents=False)
+    if problem:
+        raise UsageError(f"--out-dir {shown(str(out_dir))}: {problem}")
     rows = breakdowns(trace)
     steps = sorted({row.step for row in rows})
     if not steps:
-        raise UsageError(f"{args.file}: the trace holds no traced step")
+        raise UsageError(f"{shown(str(args.file))}: the trace holds no traced step")
     step = args.step if args.step is not None else median_step(rows)
     if step not in steps:
         raise UsageError(f"--step {step}: the trace holds steps {', '.join(map(str, steps))}")
@@ -88,10 +99,13 @@ def run(args: argparse.Namespace) -> int:
         print("critical path (last span first; each waited on the next):")
         for link in path:
             print(
-                f"  rank {link['rank']}: {link['name']} ({link['cat']}, ends {link['end_ms']} ms)"
+                f"  rank {link['rank']}: {shown(str(link['name']))} ({shown(str(link['cat']))}, "
+                f"ends {link['end_ms']} ms)"
             )
-    out_dir = args.out_dir or args.file.parent
-    figure = _gantt(trace, step, out_dir, args.file.stem, meta)
+    # The files' names: a token of the trace file's stem and the step (an integer the trace's
+    # check vouched for), never the trace's text as it is.
+    stem = file_token(f"{args.file.stem}-step{int(step)}", fallback=f"timeline-step{int(step)}")
+    figure = _gantt(trace, step, out_dir, stem, meta)
     print(f"gantt: {figure.paths[0]}\n       {figure.paths[1]}")
     return 0
 
@@ -121,5 +135,11 @@ def _gantt(trace: dict, step: int, out_dir: Path, stem: str, meta: dict):
         if hidden is not None
         else "no communication"
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return plot_step(trace, step, out_dir, f"{stem}-step{step}", title, f"Step {step}")
+    made = not out_dir.exists()
+    out_dir.mkdir(exist_ok=True)
+    try:
+        return plot_step(trace, step, out_dir, stem, title, f"Step {step}")
+    except BaseException:
+        if made:  # a folder this command made and could not fill is not left behind
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise

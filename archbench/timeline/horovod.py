@@ -27,12 +27,12 @@ coordinator's bar on rank 0.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from collections import defaultdict
 
+from archbench.jsonl import loads
 from archbench.timeline.spans import COMM, STEP, WAIT, Span
 
 DYNAMIC = "DYNAMIC"  # HOROVOD_TIMELINE=DYNAMIC: started and stopped from Python around the steps
@@ -65,7 +65,8 @@ def read_events(path: str) -> list[dict]:
         return []
     if not text.endswith("]"):
         text += "]"
-    return json.loads(text)
+    events = loads(text)  # JsonProblem (one line) for a file that is not Horovod's
+    return events if isinstance(events, list) else []
 
 
 def _bytes(args: dict) -> int | None:

@@ -89,6 +89,7 @@ def problems(trace: Any, limit: int = 20) -> list[str]:
                 found.append(f"{where}: {key} {event[key]!r} is not an integer")
         if "args" in event and not isinstance(event["args"], dict):
             found.append(f"{where}: args is not an object")
+            continue  # `args: null`: nothing below may look inside it
         if phase == "M":
             name = event.get("name")
             if name not in METADATA:
@@ -119,6 +120,47 @@ def problems(trace: Any, limit: int = 20) -> list[str]:
             found.append(f"thread {thread}: {len(left)} B event(s) never ended")
     for thread, spans in complete_by_thread.items():
         found += _nesting(thread, spans)
+    return found[:limit]
+
+
+# The times archbench writes are virtual microseconds since the first traced step: a time beyond
+# this (31 years) is not one of them, and its sums overflow a plot's axis (1e308 + 1e308 = inf).
+MAX_TIME_US = 1e15
+MAX_STEP = 2**31 - 1
+
+
+def archbench_problems(trace: dict, limit: int = 20) -> list[str]:
+    """What makes a trace that follows the format (`problems` found nothing) unreadable as one
+    `--timeline` wrote: the values the breakdown, the critical path and the Gantt chart read
+    (each traced span's rank, its step, an integer that names the chart's files, its times, the
+    throttled time, the process names, and D). Empty when none; at most `limit`."""
+    found: list[str] = []
+    meta = trace.get("otherData")
+    if not isinstance(meta, dict):
+        return ["otherData is not an object"]
+    dilation = meta.get("dilation_factor_D", 1)
+    if not _number(dilation) or not 1 <= dilation <= 1e6:
+        found.append(f"otherData.dilation_factor_D {dilation!r} is not a number >= 1")
+    for key in ("arch", "model"):
+        if key in meta and not (isinstance(meta[key], str) and meta[key].isprintable()):
+            found.append(f"otherData.{key} {meta[key]!r} is not a name on one line")
+    for index, event in enumerate(events_of(trace) or []):
+        where, args = f"event {index}", event.get("args", {})
+        if event.get("ph") == "M" and event.get("name") == "process_name":
+            if not isinstance(args.get("name"), str):
+                found.append(f"{where}: process_name {args.get('name')!r} is not a string")
+        if event.get("ph") != "X" or "step" not in args:
+            continue
+        step = args["step"]
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+            found.append(f"{where}: step {step!r} is not an integer in 0..{MAX_STEP}")
+        if not isinstance(event.get("pid"), int) or isinstance(event.get("pid"), bool):
+            found.append(f"{where}: a traced step's span needs an integer pid (its rank)")
+        if abs(event["ts"]) > MAX_TIME_US or event["dur"] > MAX_TIME_US:
+            found.append(f"{where}: ts or dur beyond {MAX_TIME_US:g} microseconds")
+        throttled = args.get("throttled_us", 0.0)
+        if not _number(throttled) or not 0 <= throttled <= MAX_TIME_US:
+            found.append(f"{where}: throttled_us {throttled!r} is not a number >= 0")
     return found[:limit]
 
 

@@ -13,7 +13,6 @@ gRPC dequeue, not spinning in MPI) exactly when the last worker has finished.
 
 from __future__ import annotations
 
-import pickle
 import sys
 import time
 from collections import Counter
@@ -30,7 +29,7 @@ from archbench.launch import threads_per_process
 from archbench.localsgd import AVERAGE, SYNC
 from archbench.models import build_for_data, model_source
 from archbench.partition import data_partition, place_rows
-from archbench.ps import row_bytes
+from archbench.ps import row_bytes, wire
 from archbench.ps.cluster_spec import (
     ClusterLayout,
     layout_from_tf_config,
@@ -505,13 +504,11 @@ class PSTrainer(Trainer):
                     "the chief waited for the other workers to finish",
                     self.timeout_s,
                 )
-                report = pickle.loads(blob)
+                report = _report_from(blob)
                 others.pop(report["worker"], None)
                 self._reports.append(report)
         else:
-            self._run(
-                graph.send_report, "reporting to the chief", {graph.report: pickle.dumps(mine)}
-            )
+            self._run(graph.send_report, "reporting to the chief", {graph.report: wire.dumps(mine)})
         self._run(graph.release_servers, "telling the servers this worker is done")
 
     def _own_report(self) -> dict:
@@ -721,3 +718,23 @@ class PSTrainer(Trainer):
             "pass is a separate session run that starts after the whole pull",
             "overlap_measured": None,
         }
+
+
+_REPORT_KEYS = {"worker", "steps", "staleness", "last_global_step", "row_counts"}
+
+
+def _report_from(blob: bytes) -> dict:
+    """A worker's report to the chief (`_own_report`), from the wire; RunFailed for bytes that
+    are not one (the report queue's port takes anyone's bytes)."""
+    try:
+        report = wire.loads_wire(blob)
+    except wire.WireError as exc:
+        raise RunFailed(f"a worker's report that is not archbench's: {exc}") from None
+    if (
+        not isinstance(report, dict)
+        or set(report) != _REPORT_KEYS
+        or not all(isinstance(report[key], int) for key in ("worker", "steps", "last_global_step"))
+        or not isinstance(report["staleness"], dict)
+    ):
+        raise RunFailed("a worker's report that is not archbench's (its keys or types differ)")
+    return report
