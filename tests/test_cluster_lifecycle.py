@@ -201,3 +201,42 @@ def test_bad_bandwidth_and_latency_requests_exit_2_with_one_line() -> None:
     latency = run_cluster_command("up", "--nodes", "2", "--latency", "10ms")
     assert latency.returncode == 2 and "netem" in latency.stderr
     assert len(latency.stderr.strip().splitlines()) == 1
+
+
+def test_a_dilated_up_killed_midway_leaves_nothing_after_down(quiet_machine: None) -> None:
+    """`cluster up --dilation` killed (SIGKILL, no clean-up of its own) once it has made the
+    cluster's CPU groups: `cluster down` then removes its namespaces, links, host blocks, CPU
+    groups and idle-core pollers."""
+    import os
+    import signal
+    import time
+
+    from archbench.cluster import cgroups, idlepollers
+
+    hierarchy = cgroups.detect()
+    if hierarchy is None:
+        pytest.skip("no cgroup cpu controller: a dilated cluster cannot come up here")
+    others = _other_clusters()
+    before = _snapshot(others)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "archbench.cli", "cluster", "up", "--name", NAME, "--prefix",
+         PREFIX, "--nodes", "2", "--bandwidth", "300mbit", "--dilation", "3"],
+        cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    groups = hierarchy.cluster_dirs(NAME)
+    deadline = time.monotonic() + 120
+    while up.poll() is None and not groups[0].exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    made_groups, midway = groups[0].exists(), up.poll() is None
+    os.kill(up.pid, signal.SIGKILL)
+    up.wait(timeout=30)
+    assert made_groups and midway, "cluster up ended before it was killed, or made no groups"
+
+    down = run_cluster_command("down", "--name", NAME)
+    assert down.returncode == 0, down.stderr
+    assert _snapshot(others + _other_clusters()) == before
+    assert not any(group.exists() for group in groups)
+    dilated_elsewhere = [s for s in _other_clusters() if s.status == "up" and s.dilation]
+    if not dilated_elsewhere:  # the pollers are shared by every dilated cluster that is up
+        assert idlepollers.pids(hierarchy) == []
+    assert load_state(NAME) is None or load_state(NAME).status != "up"
