@@ -8,6 +8,7 @@ root, Slurm or munge not installed).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -317,6 +319,81 @@ def test_a_submitted_study_cancelled_mid_way_resumes_with_no_run_lost_or_repeate
     assert {r["cluster"]["slurm_job_id"] for r in records} <= {job1, job2}
     assert (tmp_path / "slurm-tiny" / "report" / "report.md").exists()
     assert f"job {job2} on slt[1-2]" in (tmp_path / "slurm-tiny" / f"slurm-{job2}.out").read_text()
+
+
+@contextlib.contextmanager
+def _bound_in_node(node: str, target: Path, source: Path) -> Iterator[None]:
+    """`source` bound over `target` as the tasks Slurm starts on `node` see it (in its slurmd's
+    mount namespace, which they share), undone afterwards."""
+    state = load_state(CLUSTER)
+    assert state is not None and state.slurm is not None
+    enter = ["nsenter", "--target", str(state.slurm["pids"][node]), "--mount", "--"]
+    subprocess.run([*enter, "mount", "--bind", str(source), str(target)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run([*enter, "umount", str(target)], check=True)
+
+
+OWN_MODEL = """\
+import tensorflow as tf
+
+
+def build(input_shape, num_outputs):
+    inputs = tf.keras.Input(shape=input_shape)
+    x = tf.keras.layers.Flatten()(inputs)
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(num_outputs)(x))
+"""
+
+
+def test_a_model_file_that_differs_on_a_node_stops_the_study_before_any_run(
+    slurm_cluster, tmp_path
+):
+    """Compared on every node through srun (no ssh), with the line the ssh check gives."""
+    from archbench.workloads.files import sha256_of
+
+    model, other = tmp_path / "tiny.py", tmp_path / "other.py"
+    model.write_text(OWN_MODEL)
+    other.write_text(OWN_MODEL + "# edited on one node only\n")
+    (tmp_path / "study.yaml").write_text(
+        "study: own-model\nrepetitions: 1\ntimeout_s: 240\ncluster: {kind: slurm}\n"
+        f"fixed: {{arch: single, model: '{model}:build', dataset: synthetic, "
+        "synthetic_shape: 4x4, steps: 8, batch_size: 16, eval_samples: 32, threads: 1}\n"
+    )
+    salloc = ["salloc", "-N", "2", sys.executable, "-m", "archbench.cli"]
+    sweep = [*salloc, "sweep", str(tmp_path / "study.yaml"), "--cluster", "slurm"]
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=240,
+            env=_slurm_env(), check=False,
+        )  # fmt: skip
+
+    differs = (
+        f"slt2: --model {model}:build: {model} differs from this machine's (sha256 "
+        f"{sha256_of(str(model))[:8]}… here, {sha256_of(str(other))[:8]}… there); copy this "
+        "machine's file to slt2 (every host must read the same bytes)"
+    )
+    with _bound_in_node("slt2", model, other):
+        refused = run(sweep)
+        # doctor, inside the allocation, compares the nodes' files the same way
+        doctor = run(
+            [*salloc, "doctor", "--quick", "--checks", "model", "--model", f"{model}:build"]
+        )
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    said = [line for line in refused.stderr.splitlines() if "differs" in line]
+    assert said == [f"archbench sweep: {differs}"], refused.stderr[-3000:]
+    assert "1 problem(s) on the study's hosts" in refused.stderr
+    assert read_records(tmp_path / "own-model" / "results.jsonl") == []
+    assert [line for line in doctor.stdout.splitlines() if line.startswith("FAIL model")] == [
+        f"FAIL model     {differs}"
+    ], doctor.stdout + doctor.stderr
+
+    ran = run(sweep)  # the same bytes on every node: the study runs
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    (record,) = read_records(tmp_path / "own-model" / "results.jsonl")
+    assert record["status"] == "ok", record.get("error")
+    assert record["model_stats"]["sha256"] == sha256_of(str(model))
 
 
 def test_status_names_a_dead_slurmd_and_exits_1(slurm_cluster):

@@ -35,6 +35,8 @@ class Inputs:
     models: list[str] = field(default_factory=list)  # the user's --model values (files to compare)
     controllers: set[str] = field(default_factory=set)  # Horovod controllers the study names
     source: str = ""  # where the hosts came from, for the summary
+    # the hosts are the nodes of the Slurm allocation doctor runs in: probed through srun
+    through_srun: bool = False
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -171,6 +173,7 @@ def _from_study(path: str) -> Inputs:
         controllers=controllers,
         models=_user_models(models),
         source=f"study {spec.name} ({target.kind})",
+        through_srun=target.kind == "slurm",
     )
 
 
@@ -180,18 +183,20 @@ def resolve_inputs(args: argparse.Namespace, env: dict[str, str] | None = None) 
     env = dict(os.environ) if env is None else env
     claim = Bandwidth.parse(args.bandwidth) if args.bandwidth is not None else None
     inputs = _from_study(args.study) if args.study else None
+    through_srun = False
     if args.hostfile:
         hosts, source = [name for name, _ in read_hostfile(args.hostfile)], args.hostfile
     elif args.hosts:
         hosts, source = [name for name, _ in parse_host_list(args.hosts)], "-H"
     elif inputs is not None:
-        hosts, source = inputs.hosts, inputs.source
+        hosts, source, through_srun = inputs.hosts, inputs.source, inputs.through_srun
     elif env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"):
         # deferred: the Slurm host list (subprocess) loads only inside an allocation
         from archbench.sweep.slurm import allocation_hosts
 
         hosts = [name for name, _ in allocation_hosts(env)]
         source = f"Slurm job {env.get('SLURM_JOB_ID', '?')}"
+        through_srun = True
     else:
         raise UsageError(
             "name the hosts: --hostfile FILE, -H host1,host2 or --study SPEC "
@@ -199,7 +204,7 @@ def resolve_inputs(args: argparse.Namespace, env: dict[str, str] | None = None) 
         )
     if inputs is None:
         inputs = Inputs(hosts=[], python=sys.executable, data_sets=[DataSet()])
-    inputs.hosts, inputs.source = _unique(hosts), source
+    inputs.hosts, inputs.source, inputs.through_srun = _unique(hosts), source, through_srun
     if args.dataset or args.data_dir or args.text_file:
         data = DataSet(args.dataset or "fashion_mnist", args.data_dir, args.text_file)
         inputs.data_sets = [data] if data.dataset not in MADE_UP else []
@@ -265,9 +270,12 @@ class Doctor:
         failed: list[Problem] = []
         if "versions" in self.checks or data_sets or models:
             full = "versions" in self.checks and not self.quick  # imports TensorFlow there
-            reports, failed = hostprobe.probe_hosts(
-                usable, self.inputs.python, full, data_sets, self.cwd, models
-            )
+            if self.inputs.through_srun:  # srun reaches every node of the allocation, ssh or not
+                usable = hosts
+                probe = hostprobe.probe_allocation
+            else:
+                probe = hostprobe.probe_hosts
+            reports, failed = probe(usable, self.inputs.python, full, data_sets, self.cwd, models)
             # a probe that did not run is said once: under the first check that reads it
             unsaid = failed
             if "versions" in self.checks:

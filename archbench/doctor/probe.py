@@ -128,6 +128,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     data_sets = json.loads(args.data)
     return {
         "hostname": socket.gethostname(),
+        "slurm_node": os.environ.get("SLURMD_NODENAME"),  # set in a task srun started
         "archbench_path": os.path.dirname(os.path.abspath(archbench.__file__)),
         "versions": versions(args.full),
         "data": data_problems(data_sets),

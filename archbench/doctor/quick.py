@@ -1,6 +1,7 @@
 """The cheap checks, which a sweep makes on its hosts before its first run: each host answers
 ssh without a password, has this host's stack (versions read without importing TensorFlow), and
-has the same bytes as this host in the user's model and data files the study reads."""
+has the same bytes as this host in the user's model and data files the study reads. In a Slurm
+allocation, only the files are compared, on its nodes through srun (allocation_problems)."""
 
 from __future__ import annotations
 
@@ -30,4 +31,23 @@ def quick_problems(
         + versions.version_problems(usable, reports)
         + files.file_problems(usable, reports, "model")
         + files.file_problems(usable, reports, "data")
+    )
+
+
+def allocation_problems(
+    nodes: Sequence[str],
+    python: str,
+    cwd: str,
+    models: Sequence[str] = (),
+    data_specs: Sequence[str] = (),
+) -> list[Problem]:
+    """Nodes of the Slurm allocation this runs in whose copy of the user's model or data files
+    differs from this host's (or that srun could not probe), reached through srun: mpirun starts
+    the ranks that way, and a site may refuse ssh to its nodes."""
+    data_sets = [DataSet(spec) for spec in data_specs]
+    reports, failed = hostprobe.probe_allocation(nodes, python, False, data_sets, cwd, models)
+    return (
+        failed
+        + files.file_problems(nodes, reports, "model")
+        + files.file_problems(nodes, reports, "data")
     )

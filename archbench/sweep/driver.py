@@ -25,7 +25,7 @@ from archbench.errors import StopError
 from archbench.hosts import hostfile_text
 from archbench.launch import root_mpi_env
 from archbench.record import now_iso
-from archbench.settings import PLACEMENT_POLICIES, SETTINGS
+from archbench.settings import SETTINGS
 from archbench.sweep import preflight, records, user_files
 from archbench.sweep.commands import (
     default_python,
@@ -268,8 +268,12 @@ class Sweep:
         previous_handlers = _stop_signals_raise_interrupt()
         progress = Progress(len(todo), stream=self.err)
         # localhost: its runs reach no other host; Slurm: mpirun starts the ranks through srun,
-        # and a site may refuse ssh to its nodes, which ssh-based checks would take for a fault
-        hosts_checked = self.plan.target.kind in ("localhost", "slurm")
+        # and a site may refuse ssh to its nodes, which ssh-based checks would take for a fault:
+        # there only the user's files are compared, through srun, and only when there are some
+        slurm = self.plan.target.kind == "slurm"
+        hosts_checked = self.plan.target.kind == "localhost" or (
+            slurm and not (user_files.user_models(todo) or user_files.user_data(todo))
+        )
         try:
             for group in groups:
                 left = list(group)
@@ -282,6 +286,7 @@ class Sweep:
                         preflight.check_hosts(
                             hosts, self.python, self.say,
                             user_files.user_models(todo), user_files.user_data(todo),
+                            through_srun=slurm,
                         )  # fmt: skip
                         hosts_checked = True
                     if len(left) == 1:
@@ -633,11 +638,9 @@ def run_sweep(
 
 
 def _hostfile_for(run: PlannedRun, folder: Path) -> str | None:
-    """The hostfile a launched run's launcher reads: the user's, where its placement names one,
-    else `hostfile.txt` in `folder` (written from the run's layout); None for a plain process."""
+    """The hostfile a launched run's launcher reads: `hostfile.txt` in `folder`, written from the
+    run's layout; None for a plain process. A placement's hostfile too: the launcher reads the
+    host names the plan checked, never the user's file, which could change after the check."""
     if not run.launched:
         return None
-    placement = run.config.get("placement")
-    if placement is not None and placement not in PLACEMENT_POLICIES:
-        return os.path.abspath(placement)
     return str(folder / "hostfile.txt")

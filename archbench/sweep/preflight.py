@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from archbench.errors import StopError, UsageError
 
@@ -30,17 +31,64 @@ def _locate(python: str) -> str | None:
     return found if found and os.path.isfile(found) else None
 
 
+# A compiled program starts with one of these (ELF; Mach-O, thin or fat), a script with `#!`.
+_BINARY_MAGIC = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
+# CPython's entry point, named in every python executable (defined, or imported from libpython).
+_PYTHON_ENTRY = b"Py_BytesMain"
+_SCAN_BYTES = 256 << 20  # a python executable is a few MiB; more is not one
+
+
 def interpreter_problem(python: str, from_spec: bool) -> str | None:
     """What is wrong with `python` as the runs' interpreter, judged without running it (None:
-    nothing). A spec may name only a Python: a program of another name is refused unrun."""
+    nothing). A spec may name only a Python: a program of another name, a script (a shell script
+    named python3) or a program that is not CPython's executable is refused unrun, since checking
+    that it imports archbench would run it."""
     found = _locate(python)
     if found is None:
         return "does not exist"
     if not os.access(found, os.X_OK):
         return "is not executable"
-    if from_spec and not PYTHON_NAME.fullmatch(os.path.basename(found)):
-        return "is not a Python interpreter (a program named python, python3 or python3.N)"
+    if from_spec:
+        return _not_a_python(found)
     return None
+
+
+def _not_a_python(path: str) -> str | None:
+    """Why the file at `path` (links followed) is not a Python executable, or None."""
+    real = os.path.realpath(path)
+    if not (
+        PYTHON_NAME.fullmatch(os.path.basename(path))
+        and PYTHON_NAME.fullmatch(os.path.basename(real))
+    ):
+        return "is not a Python interpreter (a program named python, python3 or python3.N)"
+    try:
+        with open(real, "rb") as handle:
+            if handle.read(4) not in _BINARY_MAGIC:
+                return (
+                    "is not a Python interpreter (a script or other file, not a compiled program; "
+                    "name the interpreter itself: python3 -c 'import sys; print(sys.executable)')"
+                )
+            handle.seek(0)
+            if not _holds(handle, _PYTHON_ENTRY):
+                return (
+                    "is not a Python interpreter (a compiled program without CPython's entry point)"
+                )
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None
+
+
+def _holds(handle: BinaryIO, needle: bytes) -> bool:
+    """Whether the open file holds `needle` in its first _SCAN_BYTES, read in blocks."""
+    tail, seen = b"", 0
+    while seen < _SCAN_BYTES:
+        block = handle.read(1 << 20)
+        if not block:
+            return False
+        if needle in tail + block:
+            return True
+        tail, seen = block[-len(needle) :], seen + len(block)
+    return False
 
 
 def check_python(python: str, from_spec: bool) -> None:
@@ -82,17 +130,21 @@ def check_hosts(
     say: Callable[[str], None],
     models: Sequence[str] = (),
     data_specs: Sequence[str] = (),
+    through_srun: bool = False,
 ) -> None:
     """The study's hosts answer ssh without a password, have this host's stack and the same
     bytes in the user's model and data files (`models`, `data_specs`: the runs' --model and
     --dataset values): the cheap checks of `archbench doctor` (archbench.doctor.quick), so that a
     host that cannot run the study stops it before its first run instead of failing every run
-    there (or training another model). Each problem is said on a line of its own; StopError
-    (exit status 1) after them."""
+    there (or training another model). `through_srun`: the hosts are the nodes of the Slurm
+    allocation this runs in, whose files alone are compared, reached through srun (a site may
+    refuse ssh to its nodes). Each problem is said on a line of its own; StopError (exit status
+    1) after them."""
     # deferred: doctor's checks (threads, subprocess) load only before a study's first run
-    from archbench.doctor.quick import quick_problems
+    from archbench.doctor.quick import allocation_problems, quick_problems
 
-    problems = quick_problems(hosts, python, os.getcwd(), models, data_specs)
+    check = allocation_problems if through_srun else quick_problems
+    problems = check(hosts, python, os.getcwd(), models, data_specs)
     for problem in problems:
         say(problem.line())
     if problems:
