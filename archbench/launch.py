@@ -6,7 +6,6 @@ to initialise, and this module only says what the launcher told the process.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from archbench.archs import CHIEF_ROLE, SERVER_ROLE, WORKER_ROLE
 from archbench.cluster.cgroups import process_budget
 from archbench.cluster.dilation import cap_period_s, factor, node_vcpus, process_vcpus
+from archbench.jsonl import loads
 
 # (rank, size, local rank, local size) variables, by launcher family
 _ENV_LAYOUTS = (
@@ -81,7 +81,7 @@ def _tf_config_place(hostname: str) -> ProcessPlace | None:
     if not text:
         return None
     try:
-        value = json.loads(text)
+        value = loads(text)
         cluster, task = value["cluster"], value["task"]
         order = [
             (job, index, str(address))

@@ -257,6 +257,10 @@ def _bad_data(where: Path) -> dict[str, str]:
     (where / "notnpz.npz").write_text("not an archive")
     (where / "table.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n7,8,y\n")
     (where / "notmodel.keras").write_text("not a model")
+    import zipfile
+
+    with zipfile.ZipFile(where / "deep.keras", "w") as archive:  # a hostile model file
+        archive.writestr("config.json", "[" * 100_000)
     for name in ("nokey", "short", "negative", "nan", "inf", "notnpz"):
         files[name] = f"npz:{where / name}.npz"
     files["table"] = f"csv:{where / 'table.csv'}"
@@ -274,6 +278,7 @@ BAD_INPUTS = [
     ("{softmax}:build", None, [], "applies softmax"),
     ("{notmodel_keras}", None, [], "not a saved Keras model"),
     ("missing.keras", None, [], "no such file"),
+    ("{deep_keras}", None, [], "nested deeper than"),
     ("mlp", "nokey", [], "missing array y_test"),
     ("mlp", "short", [], "x_train holds 40 samples, y_train 39"),
     ("mlp", "negative", [], "is out of range"),
@@ -295,6 +300,7 @@ def bad_files(tmp_path_factory) -> dict[str, str]:
     }
     files["good"] = str(REPO / "examples" / "transformer.py")
     files["notmodel_keras"] = str(where / "notmodel.keras")
+    files["deep_keras"] = str(where / "deep.keras")
     return {**files, **_bad_data(where)}
 
 

@@ -18,6 +18,7 @@ from archbench.doctor.dataset import DataSet
 from archbench.doctor.probe import MARKER
 from archbench.doctor.problems import Problem
 from archbench.doctor.remote import Reply, is_local, run_on, run_on_hosts
+from archbench.jsonl import loads
 
 # A probe imports archbench (and with --full TensorFlow and Horovod) on a host that may be busy.
 PROBE_TIMEOUT_S = 120.0
@@ -38,8 +39,17 @@ def probe_argv(
 def _report(reply: Reply) -> dict[str, Any] | None:
     for line in reply.stdout.splitlines():
         if line.startswith(MARKER):
-            return json.loads(line[len(MARKER) :])
+            return _parsed(line[len(MARKER) :])
     return None
+
+
+def _parsed(text: str) -> dict[str, Any] | None:
+    """A probe's report as another host printed it (bounded; None when it is not one)."""
+    try:
+        value = loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("hostname"), str) else None
 
 
 def _probe_problem(host: str, python: str, reply: Reply) -> Problem:
@@ -135,8 +145,8 @@ def probe_allocation(
     else:
         reports[HERE] = report
     for line in reply.stdout.splitlines():
-        if line.startswith(MARKER):
-            found = json.loads(line[len(MARKER) :])
+        found = _parsed(line[len(MARKER) :]) if line.startswith(MARKER) else None
+        if found is not None:
             # Slurm's name for the node (its host name may differ, a domain added, say)
             reports[found.get("slurm_node") or found["hostname"]] = found
     problems += [_srun_problem(node, python, reply) for node in nodes if node not in reports]

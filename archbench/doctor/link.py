@@ -6,7 +6,6 @@ ring of pairs), so a host whose own link is slow shows in both of its pairs and 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections import Counter
@@ -15,6 +14,7 @@ from collections.abc import Sequence
 from archbench.bandwidth import Bandwidth
 from archbench.doctor.problems import Problem
 from archbench.hosts import HostSlots
+from archbench.jsonl import loads
 from archbench.launch import root_mpi_env
 from archbench.process_group import run_in_group
 from archbench.sweep.commands import mpirun_argv
@@ -66,7 +66,10 @@ def measure(pair: tuple[str, str], python: str, cwd: str, megabytes: float) -> f
         return f"did not finish within {PROBE_TIMEOUT_S:g} s"
     for line in done.stdout.splitlines():
         if line.startswith("{") and "mbit_per_s" in line:
-            return float(json.loads(line)["mbit_per_s"]) * 1e6
+            try:  # another host's output: bounded, and a bad line is no measurement
+                return float(loads(line)["mbit_per_s"]) * 1e6
+            except (ValueError, KeyError, TypeError):
+                continue
     last = done.stdout.strip().splitlines()[-1:] or [f"status {done.returncode}"]
     return f"failed ({last[0]})"
 

@@ -4,7 +4,6 @@ ports a parameter server listens on are reachable between the hosts."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ from collections.abc import Sequence
 from archbench.doctor.problems import Problem
 from archbench.doctor.ranks import MARKER
 from archbench.hosts import HostSlots
+from archbench.jsonl import loads
 from archbench.launch import root_mpi_env
 from archbench.process_group import run_in_group
 from archbench.ps.cluster_spec import PORT_RANGE
@@ -52,7 +52,7 @@ def mpi_problems(hosts: Sequence[str], python: str, cwd: str) -> list[Problem]:
                         f"run `{' '.join(argv[:5])} hostname` to see which host hangs")]  # fmt: skip
     report = next(
         (
-            json.loads(line[len(MARKER) :])
+            _parsed(line[len(MARKER) :])
             for line in done.stdout.splitlines()
             if line.startswith(MARKER)
         ),
@@ -80,3 +80,13 @@ def mpi_problems(hosts: Sequence[str], python: str, cwd: str) -> list[Problem]:
             "the hosts (firewall), or set ARCHBENCH_PS_ADDRESS on it to an address the others reach",
         ))  # fmt: skip
     return problems
+
+
+def _parsed(text: str) -> dict | None:
+    """The job's report as its ranks printed it (bounded; None when it is not one)."""
+    try:
+        value = loads(text)
+    except ValueError:
+        return None
+    ok = isinstance(value, dict) and isinstance(value.get("ranks"), list)
+    return value if ok and isinstance(value.get("unreachable"), list) else None

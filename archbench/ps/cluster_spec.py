@@ -15,7 +15,6 @@ Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import random
 import socket
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 
 from archbench.archs import CHIEF_ROLE, SERVER_ROLE, WORKER_ROLE
 from archbench.errors import RunFailed, UsageError
+from archbench.jsonl import loads
 
 # Ports are picked below the kernel's ephemeral range, so outgoing connections (which take
 # ephemeral ports) never grab a port between its pick and the server's bind.
@@ -256,7 +256,7 @@ def read_tf_config(text: str | None = None) -> dict:
     """The parsed TF_CONFIG (UsageError when it is not the JSON TensorFlow expects)."""
     text = os.environ.get("TF_CONFIG") if text is None else text
     try:
-        value = json.loads(text or "")
+        value = loads(text or "")
         cluster, task = value["cluster"], value["task"]
         kind, index = str(task["type"]), int(task["index"])
         jobs = {job: list(cluster.get(job, [])) for job in (SERVER_ROLE, CHIEF_ROLE, WORKER_ROLE)}

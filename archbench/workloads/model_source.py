@@ -24,6 +24,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from archbench.errors import UsageError
+from archbench.jsonl import loads
 from archbench.workloads.files import sha256_of
 
 SAVED_SUFFIXES = (".keras", ".h5")
@@ -186,7 +187,7 @@ def _saved_architecture(path: str) -> dict:
     try:
         if path.lower().endswith(".keras"):
             with zipfile.ZipFile(path) as archive:
-                config = json.loads(archive.read("config.json"))
+                config = loads(archive.read("config.json"))
         else:
             # deferred: h5py comes with TensorFlow and loads only for an .h5 model
             import h5py
@@ -195,7 +196,7 @@ def _saved_architecture(path: str) -> dict:
                 text = handle.attrs.get("model_config")
                 if text is None:
                     raise KeyError("model_config")
-                config = json.loads(text)
+                config = loads(text)
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise UsageError(
             f"--model {path}: not a saved Keras model ({type(exc).__name__}: "
