@@ -38,6 +38,28 @@ PHASES = (
     "finish",
 )
 
+# The phases in the four parts a person weighs a study's wall by (the sweep's last line), and
+# the rest of a run's own time; what no run holds is the launches and the cluster.
+WALL_SPLIT = {
+    "training": ("train",),
+    "start-up": ("imports", "data", "model", "hosts", "first_batch", "warmup"),
+    "evaluation": ("evaluation",),
+    "measurement": ("probe_windows",),
+    "other in runs": ("batch_wait", "loop_other", "finish"),
+}
+
+
+def wall_split(phases_s: list[dict[str, Any]]) -> dict[str, float]:
+    """The runs' `launch.phases_s`, summed into WALL_SPLIT's parts (real seconds)."""
+    split = dict.fromkeys(WALL_SPLIT, 0.0)
+    for phases in phases_s:
+        for part, names in WALL_SPLIT.items():
+            for name in names:
+                value = phases.get(name)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    split[part] += float(value)
+    return split
+
 
 class PhaseClock:
     """Marks the end of each phase; `seconds` is what the record holds."""

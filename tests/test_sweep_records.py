@@ -108,7 +108,9 @@ def test_only_runs_that_never_started_count_as_launcher_start_failures():
 
 def test_progress_prints_plain_lines_with_counts_and_eta():
     stream = io.StringIO()
-    progress = Progress(3, stream=stream, tty=False)
+    # made, run-a starts, ends; run-b starts, ends; closed: 10 s, then 20 s of wall per run
+    clock = iter([0.0, 0.0, 10.0, 10.0, 40.0, 40.0]).__next__
+    progress = Progress(3, stream=stream, tty=False, clock=clock)
     progress.start("run-a")
     progress.finish("run-a", "ok", 10.0)
     progress.start("run-b")

@@ -18,6 +18,10 @@ from archbench.analysis.quality import ACCURACY, RMSE, Metric, metric_of
 from archbench.analysis.section import Column, FigureFile, Section, Table
 
 KEY, TITLE = "accuracy", "Time to accuracy"
+# Where no record of a workload names a target accuracy, its target is this share of the best
+# final test accuracy any of its runs reached: a fixed rule, labelled as such wherever it shows.
+DEFAULT_TARGET_SHARE = 0.9
+DEFAULT_TARGET_RULE = f"default: {DEFAULT_TARGET_SHARE:.0%} of the best final accuracy"
 
 HOW_TO_READ = (
     "Each line follows one architecture's configuration that reached the target accuracy "
@@ -43,6 +47,7 @@ COLUMNS = [
     Column("arch", "arch"),
     Column("config", "configuration"),
     Column("target_accuracy", "target", as_percent),
+    Column("target_rule", "target from"),
     Column("reached", "reps reaching it"),
     Column("n", "reps"),
     Column("time_to_target_s", "time to target (s)"),
@@ -99,9 +104,38 @@ def _config_summary(runs: pd.DataFrame, metric: Metric) -> dict[str, float]:
     }
 
 
-def time_to_target_table(study: Study) -> pd.DataFrame:
-    """Per workload × arch: the configuration that reaches the target soonest."""
-    ok = study.ok
+def _first_reach(epochs: object, target: float) -> float:
+    """The training time of the first evaluation at or above `target` (nan: never)."""
+    points = _curve_points(epochs if isinstance(epochs, list) else [])
+    return next((train_s for train_s, value in points if value >= target), math.nan)
+
+
+def with_default_targets(ok: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The runs, where a classification workload's records name no target accuracy given the
+    default one (DEFAULT_TARGET_SHARE of its best final accuracy) and the time each reached it
+    at, from its evaluations; and the default target of each workload that got one."""
+    out = ok.copy()
+    defaults: dict[str, float] = {}
+    for workload, runs in ok.groupby("workload"):
+        if metric_of(runs) is not ACCURACY or runs["target_accuracy"].notna().any():
+            continue
+        best = runs["test_accuracy"].max()
+        if not best > 0:
+            continue
+        target = DEFAULT_TARGET_SHARE * float(best)
+        defaults[workload] = target
+        mask = out["workload"] == workload
+        out.loc[mask, "target_accuracy"] = target
+        out.loc[mask, "time_to_target_s"] = out.loc[mask, "epochs"].map(
+            lambda epochs, target=target: _first_reach(epochs, target)
+        )
+    return out, defaults
+
+
+def time_to_target_table(study: Study, ok: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per workload × arch: the configuration that reaches the target soonest (over `ok`, the
+    study's successful runs unless given)."""
+    ok = study.ok if ok is None else ok
     rows = []
     metrics = {workload: metric_of(runs) for workload, runs in ok.groupby("workload")}
     for (workload, arch), runs in ok.groupby(["workload", "arch"], sort=True):
@@ -300,10 +334,13 @@ def rmse_headline(table: pd.DataFrame) -> str | None:
     return "Lowest final test RMSE (lower is better)" + joiner + "; ".join(parts)
 
 
-def accuracy_findings(table: pd.DataFrame) -> list[str]:
+def accuracy_findings(table: pd.DataFrame, default_target: bool = False) -> list[str]:
+    """`default_target`: some workload's target is the default rule's, which the headline says."""
     headline = accuracy_headline(table)
     if headline is None:
         return []
+    if default_target:
+        headline += f" (target by the {DEFAULT_TARGET_RULE})"
     sentences = [headline + "."]
     classified = table[table["metric"] == ACCURACY.key]
     missed = classified[
@@ -334,18 +371,32 @@ def build(study: Study, fig_dir: Path) -> Section:
     recorded = ok["test_accuracy"].notna() | ok["test_rmse"].notna()
     if ok.empty or (not recorded.any() and not ok["epochs"].map(bool).any()):
         return section.skip(TITLE, "no successful run recorded a test accuracy or a test RMSE")
-    table = time_to_target_table(study)
+    runs, defaults = with_default_targets(ok)
+    table = time_to_target_table(study, runs)
+    named = (table["metric"] == ACCURACY.key) & table["target_accuracy"].notna()
+    table["target_rule"] = np.where(
+        table["workload"].isin(list(defaults)),
+        DEFAULT_TARGET_RULE,
+        np.where(named, "the records", None),
+    )
     section.title, table_title = _title(table)
     if (table["metric"] == RMSE.key).all():
         section.how_to_read = HOW_TO_READ_ONLY_RMSE
     elif (table["metric"] == RMSE.key).any():
         section.how_to_read += HOW_TO_READ_RMSE
     section.tables.append(Table("time_to_target", table_title, table, COLUMNS))
-    section.findings += accuracy_findings(table)
+    section.findings += accuracy_findings(table, bool(defaults))
     classified = table[table["metric"] == ACCURACY.key]
     if len(classified) and classified["target_accuracy"].isna().all():
         section.notes.append(
             "The records name no target accuracy, so no time to target could be measured."
+        )
+    for workload, target in sorted(defaults.items()):
+        section.notes.append(
+            f"{workload}: the records name no target accuracy, so the target is the default "
+            f"rule, {DEFAULT_TARGET_SHARE:.0%} of the best final test accuracy a run of it "
+            f"reached: {pct(target)}; the time to it is read from each run's evaluations "
+            "(`--target-accuracy` names a target of your own)."
         )
     figure = plot_curves(study, table, fig_dir)
     if figure is None:

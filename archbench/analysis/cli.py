@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         f"{len(study.ok)} of {len(study.frame)} runs usable; "
         f"{len(report.figures)} figures; {len(report.skipped)} part(s) skipped"
     )
+    if report.progress:
+        print(f"this report holds {report.progress}")
     for line in report.findings:
         print(f"  - {line}")
     print(f"report: {report.markdown}")

@@ -17,6 +17,8 @@ from archbench.analysis.load import Study
 from archbench.analysis.quality import ACCURACY, RMSE, Metric, metric_of
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.analysis.stats import mean_ci_halfwidth, ratio_of_means
+from archbench.archs import is_baseline
+from archbench.settings import SETTINGS
 
 # "costs at most one point of accuracy" (with room for the rounding of a difference of means)
 ONE_POINT = 0.01 + 1e-9
@@ -163,8 +165,15 @@ def _mean_ci(values: pd.Series) -> tuple[float, float]:
 
 
 def _partition_seconds(runs: pd.DataFrame) -> float:
-    """Mean time the data and row partitioning took (nan where neither was timed)."""
-    parts = [runs[c] for c in ("data_partition_s", "param_partition_s") if c in runs]
+    """Mean time the data and row partitioning took (nan where neither ran: a run at the
+    setting's default, the global shuffle or the range of rows, partitions nothing, and its
+    record's microseconds would only fill the column)."""
+    parts = []
+    for setting in ("data_partition", "param_partition"):
+        column = f"{setting}_s"
+        if column in runs and setting in runs:
+            ran = runs[setting].notna() & (runs[setting] != SETTINGS[setting].default)
+            parts.append(runs[column].where(ran))
     if not parts:
         return math.nan
     total = pd.concat(parts, axis=1)
@@ -199,7 +208,8 @@ def tradeoff_table(study: Study) -> pd.DataFrame:
                 "epoch_s_ci": epoch_ci,
                 # amortized (the median step when H = 1; an older record's, from migrate_to_3)
                 "step_s": runs["step_s_amortized"].mean(),
-                "exposed_comm_s": runs["exposed_comm_s"].mean(),
+                # one process exchanges nothing: its step beyond compute is not communication
+                "exposed_comm_s": math.nan if is_baseline(arch) else runs["exposed_comm_s"].mean(),
                 "pipelined_s": runs["pipelined_s"].mean(),
                 "first_layer_lead_s": runs["first_layer_lead_s"].mean(),
                 "partition_s": _partition_seconds(runs),

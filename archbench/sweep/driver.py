@@ -26,6 +26,7 @@ from archbench.hosts import hostfile_text
 from archbench.launch import root_mpi_env
 from archbench.record import now_iso
 from archbench.settings import SETTINGS
+from archbench.study_state import write_plan
 from archbench.sweep import preflight, records, user_files
 from archbench.sweep.commands import (
     default_python,
@@ -37,6 +38,7 @@ from archbench.sweep.emulated import EmulatedCluster
 from archbench.sweep.groups import cold_groups, warm_groups
 from archbench.sweep.hosts import resolve_target
 from archbench.sweep.launch_failures import LAUNCH_FAILED
+from archbench.sweep.live_report import LiveReport
 from archbench.sweep.plan import PlannedRun, StudyPlan, build_plan, check_only, describe
 from archbench.sweep.progress import Progress
 from archbench.sweep.runner import GRACE_S, RunningProcess, kill_marked
@@ -265,6 +267,9 @@ class Sweep:
             self.cluster.check_ready(
                 {r.config["bandwidth"] for r in todo if "bandwidth" in r.config}
             )
+        # what the report counts its runs against while the study runs
+        write_plan(self.results_dir, self.spec.name, [run.run_id for run in self.plan.runs])
+        live = LiveReport(self.results_dir, self.spec.report_every_s, self.say)
         previous_handlers = _stop_signals_raise_interrupt()
         progress = Progress(len(todo), stream=self.err)
         # localhost: its runs reach no other host; Slurm: mpirun starts the ranks through srun,
@@ -275,7 +280,12 @@ class Sweep:
             slurm and not (user_files.user_models(todo) or user_files.user_data(todo))
         )
         try:
-            for group in groups:
+            for index, group in enumerate(groups):
+                if index:  # between launches: nothing trains while the report is written
+                    block_ended = self.blocked and (
+                        group[0].repetition != groups[index - 1][0].repetition
+                    )
+                    live.maybe_refresh(block_ended)
                 left = list(group)
                 while left:
                     if self.cluster is not None:
@@ -301,7 +311,8 @@ class Sweep:
             if self.cluster is not None:
                 self.cluster.close()
             _restore(previous_handlers)
-        progress.close()
+        progress.close(self.recorded)
+        live.final()
         return self._finish()
 
     def _finish(self) -> int:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from typing import TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from archbench.phases import wall_split
 
 
 def format_duration(seconds: float | None) -> str:
@@ -22,30 +25,41 @@ def format_duration(seconds: float | None) -> str:
 
 
 class Progress:
-    """Runs done / failed out of the total, and an ETA from the mean duration of this session's runs."""
+    """Runs done / failed out of the total, the run now going, and an ETA from the wall this
+    sweep has taken per finished run so far (launches, start-up and report refreshes included,
+    so it settles on the time the rest will really take)."""
 
-    def __init__(self, total: int, stream: TextIO | None = None, tty: bool | None = None):
+    def __init__(
+        self,
+        total: int,
+        stream: TextIO | None = None,
+        tty: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.clock = clock  # seconds; a test gives its own to see the ETA settle
         self.total = total
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.done = 0
         self.failed = 0
         self.durations: list[float] = []
-        self.started = time.monotonic()
+        self.started = self.clock()
         self._current: str | None = None
         self._current_started = 0.0
 
     def eta_s(self) -> float | None:
-        remaining = self.total - self.done - self.failed
+        finished = self.done + self.failed
+        remaining = self.total - finished
         if remaining <= 0:
             return 0.0
-        if not self.durations:
+        if not finished:
             return None
-        return remaining * sum(self.durations) / len(self.durations)
+        # the wall per run, not the runs' own durations: what lies between runs costs time too
+        return remaining * (self.clock() - self.started) / finished
 
     def start(self, label: str) -> None:
         self._current = label
-        self._current_started = time.monotonic()
+        self._current_started = self.clock()
         if self.tty:
             self._draw()
         else:
@@ -75,11 +89,15 @@ class Progress:
             f"again in {pause_s:g}s"
         )
 
-    def close(self) -> None:
+    def close(self, records: list[dict[str, Any]] | None = None) -> None:
+        """The last lines: the count, and where the wall went by the records this sweep added."""
         if self.tty:
             self._clear()
-        elapsed = format_duration(time.monotonic() - self.started)
+        wall = self.clock() - self.started
+        elapsed = format_duration(wall)
         self._line(f"{self.done} ok, {self.failed} failed, of {self.total} runs in {elapsed}")
+        if records:
+            self._line(wall_split_line(records, wall))
 
     def _announce(self, line: str) -> None:
         """One line that stays: above the bar on a terminal."""
@@ -110,3 +128,18 @@ class Progress:
     def _line(self, text: str) -> None:
         self.stream.write(text + "\n")
         self.stream.flush()
+
+
+def wall_split_line(records: list[dict[str, Any]], wall_s: float) -> str:
+    """One line: the sweep's wall split into the runs' phases (real seconds, summed over
+    `launch.phases_s`) and the rest (launching, the cluster, report refreshes)."""
+    phases = [
+        (record.get("launch") or {}).get("phases_s") or {}
+        for record in records
+        if isinstance(record.get("launch"), dict)
+    ]
+    split = wall_split([p for p in phases if isinstance(p, dict)])
+    inside = sum(split.values())
+    parts = [f"{name} {seconds:.0f} s" for name, seconds in split.items()]
+    parts.append(f"launches, cluster and reports {max(0.0, wall_s - inside):.0f} s")
+    return f"wall {format_duration(wall_s)}: " + ", ".join(parts)

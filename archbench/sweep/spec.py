@@ -55,6 +55,7 @@ _TOP_KEYS = {
     "exclude",
     "timeline",
     "warm",
+    "report_every_s",
     "also",
 }
 # The keys of one `also:` block.
@@ -160,6 +161,9 @@ class StudySpec:
     exclude: list[dict[str, Any]] = field(default_factory=list)
     timeline: bool = False  # a --timeline trace per run, beside its record
     warm: bool = True  # runs that share a process layout share a launch (warm groups)
+    # the sweep refreshes the study's report between launches at least this often (blocked order:
+    # after each repetition block); 0: only `archbench report` writes it
+    report_every_s: int = 180
     also: list[Block] = field(default_factory=list)  # configurations added to the design
 
     def timeout_for(self, config: dict[str, Any]) -> float:
@@ -262,6 +266,7 @@ def parse_spec(
     spec.exclude = _exclude(raw.get("exclude"), spec, where)
     spec.timeline = _bool(raw, "timeline", False, where)
     spec.warm = _bool(raw, "warm", True, where)
+    spec.report_every_s = _int(raw, "report_every_s", 180, where, 0, 7 * 24 * 3600)
     spec.also = _also(raw.get("also"), spec, where)
     for rule in spec.timeouts:
         _check_known_values(rule.when, spec, f"{where}: timeouts")

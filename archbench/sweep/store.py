@@ -21,6 +21,7 @@ from typing import Any
 from archbench.errors import UsageError
 from archbench.jsonl import JsonProblem, append_line, cut_partial_tail, fsync_dir, loads
 from archbench.record.io import RESULTS_NAME, read_lines
+from archbench.study_state import RESULTS_LOCK_NAME, SWEEP_LOCK_NAME
 
 
 def _dumps(record: dict[str, Any]) -> str:
@@ -33,7 +34,7 @@ class ResultStore:
     def __init__(self, results_dir: Path):
         self.dir = Path(results_dir)
         self.path = self.dir / RESULTS_NAME
-        self._lock_path = self.dir / ".results.lock"
+        self._lock_path = self.dir / RESULTS_LOCK_NAME  # readers wait on it too (study_state)
         self.records: dict[str, dict[str, Any]] = {}
         self.skipped_lines = 0
         self._said: set[str] = set()  # the lines that are not records, said once per driver
@@ -151,7 +152,7 @@ class StudyLock:
     """Held for the whole sweep, so two drivers never run the same study at once."""
 
     def __init__(self, results_dir: Path):
-        self.path = Path(results_dir) / ".sweep.lock"
+        self.path = Path(results_dir) / SWEEP_LOCK_NAME
         self._fd: int | None = None
 
     def __enter__(self) -> StudyLock:
