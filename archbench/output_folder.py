@@ -31,3 +31,16 @@ def folder_problem(folder: str | os.PathLike[str], parents: bool = True) -> str 
         return f"{exc.strerror or exc} (in {existing})"
     os.rmdir(probe)
     return None
+
+
+def file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why a file could not be written whole (by a rename) at `path` now, or None: it must be a
+    regular file, or a new name in a folder that exists or is one level below one (never a
+    device, a pipe or a folder, which a rename would replace or fail on; no tree of folders
+    nobody asked for)."""
+    target = Path(path)
+    if target.is_dir():
+        return "is a folder, not a file"
+    if target.exists() and not target.is_file():
+        return "is not a regular file (a device, a pipe or a socket)"
+    return folder_problem(target.parent, parents=False)

@@ -575,6 +575,76 @@ READER_CASES = [
     ),
 ]
 
+INIT = [*CLI, "init", "--hostfile", "{ws}/hosts/lh.txt", "--bandwidth", "1gbit"]
+FIT = [*CLI, "model", "fit", "{ws}/study"]
+VALIDATE = [*CLI, "model", "validate", "{ws}/study"]
+OPTIMIZE = [*CLI, "optimize", "{ws}/specs/ok.yaml", "--no-measure"]
+
+# issue 49 in init, the performance model and the report: values that reach a generated spec are
+# one line, -o and --out are files or new names (never a device, a folder, or a tree of folders
+# nobody asked for), every number is finite and in its row's range, every JSON read is bounded
+INIT_AND_MODEL_CASES = [
+    Case("init data dir with a newline",
+         [*INIT, "--data-dir", "/tmp/dd\n  warmup_steps: 7\n  #"]),
+    Case("init out folder with a newline", [*INIT, "-o", "d\nenv: {X: '1'}\n#/mine.yaml"]),
+    Case("init hostfile path with a newline",
+         [*CLI, "init", "--hostfile", "{ws}/hosts/l\nenv: {X: '1'}\n#.txt", "--bandwidth", "1gbit"]),
+    Case("init out /dev/null force", [*INIT, "-o", "/dev/null", "--force"]),
+    Case("init out a pipe force", [*INIT, "-o", "{ws}/pipe", "--force"]),
+    Case("init force out a folder", [*INIT, "--force", "-o", "{ws}/empty"]),
+    Case("init out in a missing tree", [*INIT, "-o", "nowhere/deeper/mine.yaml"]),
+    Case("init hostfile not utf-8",
+         [*CLI, "init", "--hostfile", "{ws}/hosts/latin1.txt", "--bandwidth", "1gbit"]),
+    Case("init cluster a path", [*CLI, "init", "--cluster", "../../../tmp/x"]),
+    Case("predict calibration nested json", [*PREDICT, "--calibration", "{ws}/nested.json"]),
+    Case("predict calibration nested jsonl",
+         [*PREDICT, "--calibration", "{ws}/records/nested.jsonl"]),
+    Case("predict fit nested json", [*PREDICT, "--fit", "{ws}/nested.json"]),
+    Case("model validate study nested jsonl", [*CLI, "model", "validate", "{ws}/nested-study"]),
+    Case("model validate fit nested json", [*VALIDATE, "--fit", "{ws}/nested.json"]),
+    Case("model validate calibration nested json",
+         [*VALIDATE, "--calibration", "{ws}/nested.json"]),
+    Case("microbench seconds per size nan",
+         [*CLI, "microbench", "--seconds-per-size", "nan", "--out", "{out}"]),
+    Case("microbench timeout inf", [*CLI, "microbench", "--timeout", "inf", "--out", "{out}"]),
+    Case("microbench compute steps 0",
+         [*CLI, "microbench", "--compute-steps", "0", "--out", "{out}"]),
+    Case("microbench threads -1", [*CLI, "microbench", "--threads=-1", "--out", "{out}"]),
+    Case("predict bandwidth 1e999", [*PREDICT, "--bandwidth", "1e999"]),
+    Case("model whatif bandwidths 1e999", [*WHATIF, "--bandwidths", "1e999"]),
+    Case("model whatif touched rows nan",
+         [*WHATIF, "--sparse-exchange", "sparse", "--touched-rows", "nan"]),
+    Case("model whatif batch size nan", [*WHATIF, "--batch-size", "nan"]),
+    Case("model validate seed -1", [*VALIDATE, "--seed", "-1"]),
+    Case("model validate train fraction nan",
+         [*VALIDATE, "--split", "random", "--train-fraction", "nan"]),
+    Case("model fit cut 0", [*FIT, "--cut", "0"]),
+    Case("model fit train fraction 1e999", [*FIT, "--train-fraction", "1e999"]),
+    Case("optimize budget 0", [*OPTIMIZE, "--budget", "0"]),
+    Case("optimize budget fraction nan", [*OPTIMIZE, "--budget-fraction", "nan"]),
+    Case("optimize tolerance inf", [*OPTIMIZE, "--tolerance", "inf"]),
+    Case("optimize target accuracy 2", [*OPTIMIZE, "--target-accuracy", "2"]),
+    Case("model fit out a folder", [*FIT, "--out", "{ws}/empty"]),
+    Case("model fit out /dev/null", [*FIT, "--out", "/dev/null"]),
+    Case("model whatif out /nonexistent/dir/x", [*WHATIF, "--out", "/nonexistent/dir/x"]),
+    Case("model whatif out in a missing tree", [*WHATIF, "--out", "nowhere/dir/x"]),
+    # what the report reads of them: the values left out and named, nothing shown as inf or nan
+    Case(
+        "compare accuracy inf and -1e300",
+        [*CLI, "compare", "{ws}/records/accuracy.jsonl"],
+        status=0,
+        lines=0,
+        says="acc1: result.test_accuracy negative (-1e+300)",
+    ),
+    Case(
+        "compare config not a dict",
+        [*CLI, "compare", "{ws}/records/notadict.jsonl"],
+        status=0,
+        lines=0,
+        says="shape0: config is str, not an object",
+    ),
+]  # fmt: skip
+
 CLUSTER_CASES = [
     Case(
         "cluster up cfs period nan",
@@ -613,8 +683,65 @@ OTHER_CASES = [
     Case("no command", [*CLI]),
 ]
 
+# A user's model and data (archbench.workloads): each bad file, through every command that takes
+# a model or a data set before anything runs. The files: prepare_user_inputs.
+_USER_MODELS = {
+    "model file missing": "{ws}/user/missing.py:build",
+    "model function missing": "{ws}/user/good.py:nothere",
+    "model raises": "{ws}/user/raises.py:build",
+    "model syntax error": "{ws}/user/syntax.py:build",
+    "model not a keras model": "{ws}/user/notmodel.py:build",
+    "model wrong outputs": "{ws}/user/narrow.py:build",
+    "model softmax": "{ws}/user/softmax.py:build",
+    "model takes no arguments": "{ws}/user/noargs.py:build",
+    "model module missing": "no_such_package.models:build",
+    "saved model not a model": "{ws}/user/notmodel.keras",
+    "saved model nested": "{ws}/user/deep.keras",
+    "saved model h5 garbage": "{ws}/user/garbage.h5",
+}
+_USER_DATA = {
+    "npz missing key": "npz:{ws}/user/nokey.npz",
+    "npz lengths differ": "npz:{ws}/user/short.npz",
+    "npz negative label": "npz:{ws}/user/negative.npz",
+    "npz fractional label": "npz:{ws}/user/fraction.npz",
+    "npz nan": "npz:{ws}/user/nan.npz",
+    "npz inf": "npz:{ws}/user/inf.npz",
+    "npz garbage": "npz:{ws}/user/notnpz.npz",
+    "npz missing": "npz:{ws}/user/missing.npz",
+    "npy folder missing": "npy:{ws}/user/nofolder",
+    "npy missing y_test": "npy:{ws}/user/npy-partial",
+    "csv garbage": "csv:{ws}/user/garbage.csv",
+    "csv empty cell": "csv:{ws}/user/holes.csv",
+    "csv one column": "csv:{ws}/user/onecolumn.csv",
+    "csv a folder": "csv:{ws}/user",
+    "series too short": "series:{ws}/user/short-series.csv",
+    "unknown form": "parquet:{ws}/user/x.parquet",
+    "empty path": "npz:",
+}
+_PREDICT_USER = [*CLI, "predict", "--arch", "ring", "--workers", "2", "--batch-size", "32"]
+_PREDICT_USER += ["--compute-ms", "5"]
+_INIT_USER = [*CLI, "init", "--hostfile", "{ws}/hosts/lh.txt", "--bandwidth", "1gbit"]
+_MICROBENCH_USER = [*CLI, "microbench", "-H", "localhost", "--benches", "compute"]
+USER_WORKLOAD_CASES = (
+    [Case(f"train {name}", [*TRAIN, "--model", model, "--steps", "6", "--out", "{out}"])
+     for name, model in _USER_MODELS.items()]
+    + [Case(f"train {name}", [*TRAIN, "--dataset", data, "--steps", "6", "--out", "{out}"])
+       for name, data in _USER_DATA.items()]
+    + [Case("train csv label column missing", [*TRAIN, "--dataset", "csv:{ws}/user/table.csv",
+                                                "--label-column", "kind", "--out", "{out}"])]
+    + [Case(f"predict {name}", [*_PREDICT_USER, "--model", model]) for name, model in _USER_MODELS.items()]
+    + [Case(f"predict {name}", [*_PREDICT_USER, "--model", "mlp", "--dataset", data])
+       for name, data in _USER_DATA.items()]
+    + [Case(f"init {name}", [*_INIT_USER, "--model", model]) for name, model in _USER_MODELS.items()]
+    + [Case(f"init {name}", [*_INIT_USER, "--model", "mlp", "--dataset", data])
+       for name, data in _USER_DATA.items()]
+    + [Case(f"microbench {name}", [*_MICROBENCH_USER, "--models", "mlp", "--dataset", data])
+       for name, data in _USER_DATA.items()]
+)  # fmt: skip
+
 CASES = (
     TRAIN_CASES
+    + USER_WORKLOAD_CASES
     + SWEEP_CASES
     + SUBMIT_CASES
     + REPORT_CASES
@@ -623,12 +750,72 @@ CASES = (
     + CLUSTER_CASES
     + TIMELINE_CASES
     + READER_CASES
+    + INIT_AND_MODEL_CASES
     + OTHER_CASES
 )
 
 
+_USER_MODEL_FILES = {
+    "good.py": "import tensorflow as tf\n\n\ndef build(input_shape, num_outputs):\n"
+    "    inputs = tf.keras.Input(shape=input_shape)\n"
+    "    x = tf.keras.layers.Flatten()(inputs)\n"
+    "    return tf.keras.Model(inputs, tf.keras.layers.Dense(num_outputs)(x))\n",
+    "raises.py": "def build(input_shape, num_outputs):\n    raise ValueError('no such width')\n",
+    "syntax.py": "def build(:\n",
+    "notmodel.py": "def build(input_shape, num_outputs):\n    return 42\n",
+    "noargs.py": "def build():\n    return None\n",
+    "narrow.py": "import tensorflow as tf\n\n\ndef build(input_shape, num_outputs):\n"
+    "    inputs = tf.keras.Input(shape=input_shape)\n"
+    "    x = tf.keras.layers.Flatten()(inputs)\n"
+    "    return tf.keras.Model(inputs, tf.keras.layers.Dense(3)(x))\n",
+    "softmax.py": "import tensorflow as tf\n\n\ndef build(input_shape, num_outputs):\n"
+    "    inputs = tf.keras.Input(shape=input_shape)\n"
+    "    x = tf.keras.layers.Flatten()(inputs)\n"
+    "    return tf.keras.Model(inputs, tf.keras.layers.Dense(num_outputs, activation='softmax')(x))\n",
+}
+
+
+def prepare_user_inputs(ws: Path) -> None:
+    """A user's model and data files, each with exactly the problem its case names."""
+    import zipfile
+
+    import numpy as np
+
+    user = ws / "user"
+    user.mkdir(parents=True)
+    for name, text in _USER_MODEL_FILES.items():
+        (user / name).write_text(text)
+    (user / "notmodel.keras").write_text("not a model")
+    with zipfile.ZipFile(user / "deep.keras", "w") as archive:
+        archive.writestr("config.json", "[" * 100_000)
+    (user / "garbage.h5").write_bytes(os.urandom(512))
+    rng = np.random.default_rng(0)
+    x, y = rng.random((40, 4), dtype=np.float32), rng.integers(0, 3, 40)
+    np.savez(user / "nokey.npz", x_train=x, y_train=y, x_test=x)
+    np.savez(user / "short.npz", x_train=x, y_train=y[:-1], x_test=x, y_test=y)
+    np.savez(user / "negative.npz", x_train=x, y_train=y - 1, x_test=x, y_test=y)
+    np.savez(user / "fraction.npz", x_train=x, y_train=y + 0.5, x_test=x, y_test=y)
+    holes = x.copy()
+    holes[7, 2] = np.nan
+    np.savez(user / "nan.npz", x_train=holes, y_train=y, x_test=x, y_test=y)
+    holes = x.copy()
+    holes[3, 0] = np.inf
+    np.savez(user / "inf.npz", x_train=x, y_train=y, x_test=holes, y_test=y)
+    (user / "notnpz.npz").write_text("not an archive")
+    partial = user / "npy-partial"
+    partial.mkdir()
+    for key, array in (("x_train", x), ("y_train", y), ("x_test", x)):
+        np.save(partial / f"{key}.npy", array)
+    (user / "garbage.csv").write_bytes(b"\x00\xff\xfe garbage\n\x81\x82\n")
+    (user / "holes.csv").write_text("a,b,label\n1,,x\n3,4,y\n5,6,x\n7,8,y\n")
+    (user / "onecolumn.csv").write_text("label\nx\ny\n")
+    (user / "table.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n7,8,y\n")
+    (user / "short-series.csv").write_text("t,v\n1,2\n2,3\n3,4\n")
+
+
 def prepare_workspace(ws: Path) -> None:
     """The damaged files the cases point at, each with exactly the problem its name says."""
+    prepare_user_inputs(ws)
     (ws / "empty").mkdir(parents=True)
     (ws / "empty.txt").write_text("")
     records = ws / "records"
@@ -679,6 +866,7 @@ def prepare_workspace(ws: Path) -> None:
     for name, text in SWEEP_SPECS.items():
         (specs / f"{name}.yaml").write_text(text.replace("{ws}", str(ws)))
     prepare_hostile_inputs(ws)
+    prepare_model_inputs(ws)
 
 
 def prepare_hostile_inputs(ws: Path) -> None:
@@ -765,6 +953,41 @@ def prepare_issue49_inputs(ws: Path) -> None:
     (traces / "step-junk.json").write_text(json.dumps(_trace(step="junk")))
     (traces / "step-path.json").write_text(json.dumps(_trace(step="x/../../../../tmp/ESCAPED")))
     (traces / "step-path-stepx").mkdir()  # the folder the step's path would walk through
+
+
+def _timed_record(run_id: str, workers: int) -> dict:
+    """A ring run the performance model's fit reads (workers, step time, gradient bytes)."""
+    return {
+        "schema": "archbench.run/1", "run_id": run_id, "study": "s", "status": "ok",
+        "config": {"arch": "ring", "model": "mlp", "dataset": "fashion_mnist", "batch_size": 32,
+                   "seed": 1},
+        "cluster": {"world_size": workers, "num_workers": workers, "num_ps": 0, "link": "1gbit",
+                    "hosts": ["localhost"] * workers,
+                    "roles": ["chief"] + ["worker"] * (workers - 1)},
+        "model_stats": {"params": 1000, "param_bytes": 4000},
+        "timing": {"step_s_median": 0.01 * workers, "compute_s_median": 0.005},
+    }  # fmt: skip
+
+
+def prepare_model_inputs(ws: Path) -> None:
+    """Issue 49's files for init, the performance model and the report: a hostfile, a study the
+    fit reads, a pipe, records with accuracies that cannot be and one of the wrong shape."""
+    hosts = ws / "hosts"
+    hosts.mkdir(exist_ok=True)
+    (hosts / "lh.txt").write_text("localhost slots=4\n")
+    (hosts / "l\nenv: {X: '1'}\n#.txt").write_text("localhost slots=4\n")
+    os.mkfifo(ws / "pipe")
+    (ws / "nested-study").mkdir()
+    (ws / "nested-study" / "results.jsonl").write_text("[" * 100000 + "\n")
+    write_records(ws / "study" / "results.jsonl", [_timed_record(f"r{i}", w)
+                                                   for i, w in enumerate((2, 2, 4, 4))])  # fmt: skip
+    accuracy = [minimal_record("acc0", 0.01), minimal_record("acc1", 0.02)]
+    accuracy[0]["result"] = {"test_accuracy": math.inf}
+    accuracy[1]["result"] = {"test_accuracy": -1e300}
+    write_records(ws / "records" / "accuracy.jsonl", accuracy)
+    shape = [minimal_record("shape0", 0.01), minimal_record("shape1", 0.02)]
+    shape[0]["config"] = "notadict"
+    write_records(ws / "records" / "notadict.jsonl", shape)
 
 
 @dataclass

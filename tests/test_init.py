@@ -5,6 +5,7 @@ existing file unless --force; bad input gets one line and exit status 2, nothing
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -161,6 +162,75 @@ def test_an_existing_spec_is_kept_unless_forced(tmp_path: Path):
     assert result.returncode == 0, result.stderr
     assert written(tmp_path)["factors"]["workers"] == [2, 4]
     assert [p.name for p in spec.parent.iterdir()] == ["mine.yaml"]  # no temporary left
+
+
+# Issue 49, hole 2: what a user gives reaches the spec's comments and settings; a line break in
+# it would start a line of its own (the issue's --data-dir put `warmup_steps: 7` into `fixed:`).
+INJECTED = "\n  warmup_steps: 7\n  #"
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("--hostfile", "lh.txt", "--data-dir", "/tmp/dd" + INJECTED), "--data-dir"),
+        (("--hostfile", "lh.txt", "-o", "d" + INJECTED + "/mine.yaml"), "-o"),
+        (("--hostfile", "lh" + INJECTED + ".txt"), "--hostfile"),
+        (("--hostfile", "lh.txt", "--model", "mlp" + INJECTED), "--model"),
+    ],
+)
+def test_a_value_with_a_line_break_never_reaches_the_spec(
+    tmp_path: Path, args: tuple[str, ...], flag: str
+):
+    for name in ("lh.txt", "lh" + INJECTED + ".txt"):
+        (tmp_path / name).write_text("localhost slots=4\n")
+    before = sorted(tmp_path.iterdir())
+    result = archbench("init", *args, "--bandwidth", "1gbit", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert f"error: {flag} " in line and "control character" in line, line
+    assert sorted(tmp_path.iterdir()) == before  # no spec, no folder
+
+
+def test_the_spec_text_holds_no_line_a_value_could_add():
+    """The last guard: a value that reached `render` another way (a Slurm job's id) is refused
+    there too."""
+    from archbench.errors import UsageError
+    from archbench.hosts import HostSlots
+    from archbench.init.hosts import Hosts
+    from archbench.init.levels import Design
+    from archbench.init.text import render
+    from archbench.init.workload import Workload
+
+    hosts = Hosts("slurm", [HostSlots("n1", 2)], {"kind": "slurm"}, "Slurm job 7" + INJECTED)
+    data = Workload({"dataset": "fashion_mnist", "model": "mlp"}, "Fashion-MNIST", [], "mlp")
+    with pytest.raises(UsageError, match="control character"):
+        render("s", "runs/s.yaml", hosts, data, Design([2], []), ("1gbit", "given"), 100, 3)
+
+
+def test_out_is_never_a_device_a_pipe_or_a_folder_even_with_force(tmp_path: Path):
+    """Issue 49, hole 2: `init -o /dev/null --force` replaced the device with a regular file. A
+    pipe stands in for the device here (replacing it harms nothing outside the test)."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    (tmp_path / "folder").mkdir()
+    for out, message in (("pipe", "is not a regular file"), ("folder", "is a folder")):
+        result = init(tmp_path, "h1 slots=2\n", "-o", out, "--force")
+        assert result.returncode == 2, result.stdout + result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert f"error: -o {out}: {message}" in line, line
+    assert stat.S_ISFIFO(pipe.stat().st_mode)
+    assert not any((tmp_path / "folder").iterdir())
+
+
+def test_out_makes_at_most_its_own_folder(tmp_path: Path):
+    result = init(tmp_path, "h1 slots=2\n", "-o", "nowhere/deeper/mine.yaml")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "nowhere does not exist" in result.stderr
+    assert not (tmp_path / "nowhere").exists()
+    # a spec the sweep refuses leaves no folder made for it behind
+    result = init(tmp_path, "h1 slots=1\n", "-o", "new/mine.yaml")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize(

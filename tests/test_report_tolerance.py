@@ -257,3 +257,21 @@ def test_measurements_that_cannot_be_are_named_and_left_out(tmp_path):
     assert "odd2: timing.epoch_s negative (-3)" in quality
     tables = " ".join(p.read_text() for p in (report.markdown.parent / "tables").glob("*.csv"))
     assert not re.search(r"\binf\b|-3\.0\b|\bnan\b", tables, re.IGNORECASE), tables
+
+
+def test_accuracies_beyond_a_share_and_records_of_the_wrong_shape_are_left_out(tmp_path):
+    """Issue 49: an accuracy of inf or -1e300 is no share (0..1), and `config: "notadict"` is no
+    run record: Data quality names each, and the report never shows inf% or nan for them."""
+    records = [minimal_record(f"acc{index}", 0.01 * (index + 1)) for index in range(3)]
+    records[0]["result"] = {"test_accuracy": float("inf")}
+    records[1]["result"] = {"test_accuracy": -1e300}
+    records[2]["config"] = "notadict"
+    report = write_report(write_records(tmp_path / "results.jsonl", records))
+    quality = data_quality(report)
+    assert "acc0: result.test_accuracy infinite" in quality
+    assert "acc1: result.test_accuracy negative (-1e+300)" in quality
+    assert "acc2: config is str, not an object" in quality
+    tables = " ".join(p.read_text() for p in (report.markdown.parent / "tables").glob("*.csv"))
+    # the notes name the values left out; nothing else shows them
+    text = report.markdown.read_text().replace(quality, "") + tables
+    assert not re.search(r"\binf%|\bnan\b|-1e\+?300", text, re.IGNORECASE), text

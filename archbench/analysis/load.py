@@ -2,7 +2,10 @@
 
 Loading is tolerant by design: a half-written last line, failed or timed-out runs, records
 from an older schema that lack newer fields, and studies with a single repetition all load;
-what was odd about the data is collected in `Study.notes` so the report can say so.
+what was odd about the data is collected in `Study.notes` so the report can say so. A record
+whose sections are not objects (`config: "notadict"`) is left out, and a number outside the
+range its declared unit allows (an accuracy of inf or -1e300, a negative time) is left out of
+the record's row: the notes name both, and no figure, table or sentence shows them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from archbench.analysis.quality import run_metric
 from archbench.bandwidth import bits_or_none
 from archbench.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files
+from archbench.record.keys import BYTES, COUNT, PER_STEP, RATE, REAL_S, SHARE, S, declared
 from archbench.record.keys import field as declared_field
 from archbench.settings import SERVER_PLACEMENTS
 
@@ -127,14 +131,35 @@ FIELD_COLUMNS: dict[str, str] = {
 }
 FIELD_COLUMNS = {column: declared_field(dotted) for column, dotted in FIELD_COLUMNS.items()}
 
-# Measurements that are finite and never negative: a record that says otherwise (NaN step time,
-# infinite throughput, a negative epoch) names the run in the report's data quality notes, and
-# the value is left out (NaN) so that no figure, table or ranking uses it.
-MEASURED_FIELDS: tuple[str, ...] = tuple(
-    dotted
-    for dotted in FIELD_COLUMNS.values()
-    if dotted.startswith(("timing.", "comm.")) or dotted == "result.time_to_target_s"
-) + (declared_field("timing.exposed_comm_s"),)
+# Units of amounts, never negative: archbench.record.keys' own and the settings' the report reads.
+_AMOUNT_UNITS = frozenset({S, REAL_S, RATE, BYTES, PER_STEP, COUNT, "samples", "steps", "MB",
+                           "processes"})  # fmt: skip
+
+
+def _declared_range(dotted: str) -> tuple[float, float]:
+    """The values a field's declared unit allows: a share in [0, 1], an amount never negative,
+    anything else any finite number."""
+    key = declared(dotted)
+    unit = key.unit if key is not None else ""
+    if unit == SHARE:
+        return (0.0, 1.0)
+    return (0.0, math.inf) if unit in _AMOUNT_UNITS else (-math.inf, math.inf)
+
+
+# Every number the report reads, with the range its declared unit allows: a record that says
+# otherwise (NaN step time, infinite throughput, a negative epoch, an accuracy of inf or -1e300)
+# names the run in the report's data quality notes, and the value is left out (NaN) so that no
+# figure, table, ranking or sentence uses it. The final loss is read as written: a diverged
+# run's is NaN by design.
+RANGED_FIELDS: dict[str, tuple[float, float]] = {
+    dotted: _declared_range(dotted)
+    for dotted in (
+        *(d for c, d in FIELD_COLUMNS.items() if c not in TEXT_COLUMNS),
+        declared_field("timing.exposed_comm_s"),
+    )
+    if dotted != "result.final_loss"
+}
+MEASURED_FIELDS: tuple[str, ...] = tuple(RANGED_FIELDS)
 
 # Fields whose absence in successful runs limits what the report can show.
 EXPECTED_FIELDS: tuple[str, ...] = tuple(
@@ -300,20 +325,48 @@ def _ps_link_bytes(flat: dict[str, Any]) -> float:
 
 
 def implausible_values(flat: dict[str, Any]) -> dict[str, str]:
-    """{field: what is wrong} for the measurements of a record that are not finite or are
-    negative (a missing one, null, is not among them)."""
+    """{field: what is wrong} for the numbers of a record that are not finite or are outside
+    their declared range (a missing one, null, is not among them)."""
     found = {}
-    for dotted in MEASURED_FIELDS:
+    for dotted, (low, high) in RANGED_FIELDS.items():
         value = flat.get(dotted)
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
+        try:
+            value = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            value = math.inf
         if math.isnan(value):
             found[dotted] = "NaN"
         elif math.isinf(value):
             found[dotted] = "infinite"
-        elif value < 0:
-            found[dotted] = f"negative ({value:g})"
+        elif value < low:
+            found[dotted] = f"negative ({value:g})" if low == 0 else f"below {low:g} ({value:g})"
+        elif value > high:
+            found[dotted] = f"above {high:g} ({value:g})"
     return found
+
+
+def shape_problem(record: dict[str, Any]) -> str | None:
+    """What makes `record` not of a run record's shape (a section declared an object that holds
+    something else), or None."""
+    for name, value in record.items():
+        key = None if name.startswith("_") or value is None else declared(name)
+        if key is not None and key.type in ("object", "mapping") and not isinstance(value, dict):
+            return f"{name} is {type(value).__name__}, not an object"
+    return None
+
+
+def _well_shaped(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of a run record's shape, and 'run: problem' for each left out."""
+    kept, left_out = [], []
+    for record in records:
+        problem = shape_problem(record)
+        if problem is None:
+            kept.append(record)
+        else:
+            left_out.append(f"{record.get('run_id') or record['_source']}: {problem}")
+    return kept, left_out
 
 
 def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
@@ -524,9 +577,12 @@ def load_files(sources: list[Path], default_name: str = "") -> Study:
         if not source.is_file():
             raise UsageError(f"no such file: {source}")
     raw, bad_lines = read_records(sources)
+    raw, misshapen = _well_shaped(raw)
     if not any(isinstance(r.get("config"), dict) and "status" in r for r in raw):
         where = ", ".join(str(p) for p in sources)
         other = f" ({len(raw)} JSON line(s), none with a status and a config)" if raw else ""
+        if misshapen:
+            other = f" ({len(misshapen)} not of a run record's shape: {misshapen[0]})"
         raise UsageError(f"no run records in {where}{other}")
     records, superseded = _dedupe(raw)
     flats = [flatten({k: v for k, v in r.items() if not k.startswith("_")}) for r in records]
@@ -574,7 +630,7 @@ def load_files(sources: list[Path], default_name: str = "") -> Study:
         factors=factors,
         factors_declared=declared,
     )
-    study.notes.extend(_quality_notes(study, flats, bad_lines, superseded))
+    study.notes.extend(_quality_notes(study, flats, bad_lines, superseded, misshapen))
     study.workload_sources = workload_sources(study.frame)
     return study
 
@@ -655,10 +711,20 @@ def _workload_labels(frame: pd.DataFrame, workload_factors: list[str]) -> list[s
 
 
 def _quality_notes(
-    study: Study, flats: list[dict[str, Any]], bad_lines: list[str], superseded: int
+    study: Study,
+    flats: list[dict[str, Any]],
+    bad_lines: list[str],
+    superseded: int,
+    misshapen: list[str],
 ) -> list[str]:
     notes: list[str] = []
     frame = study.frame
+    if misshapen:
+        shown = "; ".join(misshapen[:5]) + (" ..." if len(misshapen) > 5 else "")
+        notes.append(
+            f"{len(misshapen)} record(s) were not of a run record's shape and were left out: "
+            f"{shown}."
+        )
     if bad_lines:
         shown = ", ".join(bad_lines[:5]) + (" ..." if len(bad_lines) > 5 else "")
         notes.append(
@@ -683,8 +749,9 @@ def _quality_notes(
             for run, found in odd[:5]
         ) + (" ..." if len(odd) > 5 else "")
         notes.append(
-            f"{len(odd)} run(s) recorded measurements that cannot be (not finite, or negative); "
-            f"those values are left out of every figure, table and ranking: {shown}."
+            f"{len(odd)} run(s) recorded values that cannot be (not finite, or outside their "
+            "range: a negative time or size, a share beyond 0..1); those values are left out of "
+            f"every figure, table and ranking: {shown}."
         )
     not_ok = study.not_ok
     if len(not_ok):

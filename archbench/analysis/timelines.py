@@ -12,7 +12,6 @@ other's, less where it lies below; `inconclusive` where they meet.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from archbench.analysis.gantt import draw_step, legend_handles, panel_height_in,
 from archbench.analysis.load import Study, format_level
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.analysis.stats import mean_ci_halfwidth
+from archbench.jsonl import JsonProblem, read_json
 
 KEY, TITLE = "timelines", "Timelines: overlap observed in traced steps"
 HOW_TO = (
@@ -193,9 +193,13 @@ def plot_gantts(traced: pd.DataFrame, fig_dir: Path) -> FigureFile | None:
     for arch, runs in chosen.sort_values("run_id").groupby("arch", sort=False):
         for _, row in runs.iterrows():
             path = trace_path(row)
-            if path is not None:
-                traces[arch] = json.loads(path.read_text(encoding="utf-8"))
-                break
+            if path is None:
+                continue
+            try:
+                traces[arch] = read_json(path)
+            except (OSError, JsonProblem):
+                continue  # a trace that does not read (nested past bounds, cut): the next run's
+            break
     if not traces:
         return None
     steps = set.intersection(*(set(t["otherData"]["traced_steps"]) for t in traces.values()))

@@ -1,6 +1,8 @@
 """`archbench init`: writes a starter study spec for the hosts of a hostfile, of the Slurm
 allocation it runs in, or of an emulated cluster; the spec passes `archbench sweep --dry-run`
-before it is written, and an existing file is kept unless --force."""
+before it is written, and an existing file is kept unless --force. Every value given is checked
+before anything is read: text that reaches the spec is one line (archbench.init.text), and -o is
+a regular file or a new one (never a device or a folder; at most its own folder is made)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from archbench.errors import UsageError
 from archbench.init import hosts as hosts_of
 from archbench.init import levels, workload
 from archbench.init.link import link_rate
-from archbench.init.text import render
+from archbench.init.text import render, user_values
+from archbench.output_folder import file_problem
 from archbench.perfmodel.model.modelinfo import USER_DATA_INPUTS
 from archbench.settings import SETTINGS, add_flag
 from archbench.sweep.hosts import resolve_target
@@ -96,21 +99,37 @@ def _study_name(out: Path) -> str:
     return name
 
 
+def _checked_out(out: Path, force: bool) -> None:
+    """-o names a file init may write: a regular file (kept unless --force) or a new one in a
+    folder that exists or is one level below one."""
+    problem = file_problem(out)
+    if problem:
+        raise UsageError(f"-o {out}: {problem}")
+    if out.exists() and not force:
+        raise UsageError(f"{out} exists; keep it, or pass --force to write over it")
+
+
 def _write_checked(text: str, out: Path) -> None:
     """Writes `text` beside `out`, checks it as the sweep will (spec, cluster, plan), then
-    moves it into place: a spec that would not sweep is never left behind."""
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".yaml", dir=out.parent)
+    moves it into place: a spec that would not sweep is never left behind, nor a folder made
+    for it."""
+    made = not out.parent.is_dir()
+    out.parent.mkdir(exist_ok=True)  # checked: at most this one folder is new
     try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        spec = load_spec(temporary)
-        build_plan(spec, resolve_target(spec))
-        os.replace(temporary, out)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+        handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".yaml", dir=out.parent)
+        try:
+            with os.fdopen(handle, "w") as stream:
+                stream.write(text)
+            spec = load_spec(temporary)
+            build_plan(spec, resolve_target(spec))
+            os.replace(temporary, out)
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+    except BaseException:
+        if made:
+            os.rmdir(out.parent)
+        raise
 
 
 def _draft_design(text_for, out: Path) -> levels.Design:
@@ -126,12 +145,17 @@ def _draft_design(text_for, out: Path) -> levels.Design:
 
 def run(args: argparse.Namespace) -> int:
     _checked_numbers(args)
+    shaping = {name: getattr(args, name) for name in USER_DATA_INPUTS}
+    user_values(
+        {"--hostfile": args.hostfile, "--cluster": args.cluster, "-o": args.out,
+         "--data-dir": args.data_dir, "--model": args.model, "--dataset": args.dataset,
+         **{"--" + name.replace("_", "-"): value for name, value in shaping.items()
+            if isinstance(value, str)}}
+    )  # fmt: skip
     out = Path(args.out)
     study = _study_name(out)
-    if out.exists() and not args.force:
-        raise UsageError(f"{out} exists; keep it, or pass --force to write over it")
+    _checked_out(out, args.force)
     hosts = hosts_of.resolve(args.hostfile, args.cluster, os.environ)
-    shaping = {name: getattr(args, name) for name in USER_DATA_INPUTS}
     data = workload.find(args.data_dir, args.model, args.dataset, shaping)
     rate = link_rate(hosts, args.bandwidth)
 

@@ -1,6 +1,12 @@
 """The starter spec as YAML text, with comments that say what each part is for and what to
 change. A string that is not a plain word (a path with blanks, a YAML keyword) is written as a
-JSON string, which YAML reads back as written."""
+JSON string, which YAML reads back as written.
+
+Every value a user gives that reaches the spec (the hostfile's path, the -o file, --data-dir,
+--model, --dataset, a Slurm job's id), in a setting or in a comment, is one line: `user_value`
+refuses any other before anything is read, and `render` refuses a line that would hold a line
+break, so no value can start a line of its own (`--data-dir $'/d\n  warmup_steps: 7'` would
+otherwise add a setting to `fixed:`)."""
 
 from __future__ import annotations
 
@@ -11,10 +17,23 @@ from typing import Any
 from archbench.init.hosts import Hosts
 from archbench.init.levels import ARCHS, Design
 from archbench.init.workload import Workload
+from archbench.safe_text import one_line
 
 # Words YAML reads back as the same string when written bare: no number, no YAML keyword.
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
 _KEYWORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n"}
+
+
+def user_value(value: str, flag: str) -> str:
+    """`value` of `flag` when the spec may hold it (one line); UsageError naming the flag."""
+    return one_line(value, flag)
+
+
+def user_values(values: dict[str, str | None]) -> None:
+    """Each value given (flag -> value, None: not given) one the spec may hold."""
+    for flag, value in values.items():
+        if value is not None:
+            user_value(value, flag)
 
 
 def scalar(value: Any) -> str:
@@ -129,4 +148,5 @@ def render(
         lines.append("# Configurations these hosts cannot hold (too few slots where they go):")
         lines.append("exclude:")
         lines += [f"  - {flow(point)}" for point in design.exclude]
-    return "\n".join(lines) + "\n"
+    # the last guard: a value that came another way (a Slurm job id) still cannot add a line
+    return "".join(user_value(line, "a line of the spec") + "\n" for line in lines)

@@ -9,7 +9,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.safe_text import one_line
 
 # The models that read 28x28 images, cheapest first; the starter trains the first unless asked
 # for another, and its comments name the others.
@@ -56,9 +55,6 @@ def find(
     from archbench.models import model_source
     from archbench.workloads.user_data import parse_user_data
 
-    for flag, value in (("--model", model), ("--dataset", dataset), ("--data-dir", data_dir)):
-        if value is not None:
-            one_line(value, flag)  # written into the spec's comments and description
     source = model_source(model or IMAGE_MODELS[0])
     user_data = parse_user_data(dataset) if dataset else None
     given = {name: value for name, value in (shaping or {}).items() if value is not None}

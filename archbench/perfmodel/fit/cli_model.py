@@ -18,7 +18,7 @@ from typing import Any
 from archbench.archs import uses_horovod
 from archbench.bandwidth import parse_bandwidth
 from archbench.errors import UsageError
-from archbench.output_folder import folder_problem
+from archbench.output_folder import file_problem, folder_problem
 from archbench.perfmodel.fit import figures
 from archbench.perfmodel.fit.fitfile import (
     DEFAULT_CALIBRATION,
@@ -48,15 +48,23 @@ from archbench.perfmodel.measure.calibration import (
     fingerprint_of_record,
     load_calibration,
 )
+from archbench.perfmodel.model.cli_predict import PREDICT_INPUTS
 from archbench.perfmodel.model.modelinfo import INPUT_SETTINGS
-from archbench.perfmodel.model.units import names, positive_ints
-from archbench.settings import SETTINGS, LevelError, add_flag, combination_problem
+from archbench.perfmodel.model.units import check_numbers, names, own_row, positive_ints
+from archbench.settings import MAX_WORKERS, SETTINGS, add_flag, combination_problem
 
 VALIDATION_NAME = "perfmodel_validation"
 # a study's own calibration, beside its records (`archbench microbench --study`)
 STUDY_CALIBRATION = "calibration.jsonl"
 SPLITS = ("workers", "link", "random", "all")
 WHATIF_NAME = "perfmodel_whatif"
+# the split's numbers: its own, ranged as the registry ranges a setting's, and a seed as
+# `archbench train` takes one
+SPLIT_NUMBERS = (
+    own_row("cut", "int", 1, MAX_WORKERS),
+    own_row("train_fraction", "float", 0, 1, exclusive_minimum=True),
+    SETTINGS["seed"],
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -182,9 +190,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # --------------------------------------------------------------------------- fit / validate
 
 
-def check_output_folder(path: Path, what: str) -> None:
-    """The folder `path` goes in can be written (made when missing); UsageError naming `what`."""
-    problem = folder_problem(path.parent)
+def check_output_folder(path: Path, what: str, parents: bool = True) -> None:
+    """The folder `path` goes in can be written (made when missing; with `parents` False only
+    that folder itself, for a path the user gave); UsageError naming `what`."""
+    problem = folder_problem(path.parent, parents=parents)
+    if problem:
+        raise UsageError(f"{what} {path} cannot be written: {problem}")
+
+
+def check_output_file(path: Path, what: str) -> None:
+    """`path` can be written whole (a regular file or a new one); UsageError naming `what`."""
+    problem = file_problem(path)
     if problem:
         raise UsageError(f"{what} {path} cannot be written: {problem}")
 
@@ -268,10 +284,14 @@ def _describe_cluster(cluster: dict[str, Any]) -> str:
 
 
 def run_fit(args: argparse.Namespace) -> int:
+    check_numbers(args, SPLIT_NUMBERS)
     study = Path(args.study)
-    observations = study_observations(study)
     out = Path(args.out) if args.out else study / "report" / FIT_NAME
-    check_output_folder(out, "fit file")
+    if args.out:  # checked before the study is read: a slip in --out costs nothing
+        check_output_file(out, "fit file")
+    else:
+        check_output_folder(out, "fit file")
+    observations = study_observations(study)
     calib, said = study_calibration(study, observations, args.calibration)
     split = _split(observations, args)
     document = _fit_document(study, split, calib, args)
@@ -330,6 +350,7 @@ def held_out(observations: list[Observation], fit: dict[str, Any]) -> list[Obser
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    check_numbers(args, SPLIT_NUMBERS)
     study = Path(args.study)
     observations = study_observations(study)
     check_output_folder(study / "report" / VALIDATION_NAME, "the validation")
@@ -418,18 +439,18 @@ def run_whatif(args: argparse.Namespace) -> int:
     # deferred: the what-if curves load only for `model whatif`
     from archbench.perfmodel.optimize.whatif import describe_walls, whatif_curves
 
+    numbers = [SETTINGS[name] for name in (*INPUT_SETTINGS, "batch_size")]
+    check_numbers(args, [*numbers, PREDICT_INPUTS["touched_rows"]])
     workers = positive_ints(args.workers, "--workers", SETTINGS["workers"].maximum)
     bandwidths = names(args.bandwidths, "--bandwidths")
     for bandwidth in bandwidths:
         parse_bandwidth(bandwidth)
-    if args.batch_size is not None:
-        try:
-            SETTINGS["batch_size"].check_range(args.batch_size)
-        except LevelError as exc:
-            raise UsageError(f"--batch-size {exc}") from None
     if args.dataset is None and (args.synthetic_shape or args.synthetic_classes):
         raise UsageError("--synthetic-shape and --synthetic-classes go with --dataset synthetic")
     study = Path(args.study) if args.study else None
+    stem = Path(args.out) if args.out else (study or Path("runs")) / "report" / WHATIF_NAME
+    # a stem the user gave makes at most its own folder; the default's folders are the command's
+    check_output_folder(stem, "figure", parents=not args.out)
     observations = study_observations(study) if study else []
     fit_path = args.fit
     if fit_path is None and study and (study / "report" / FIT_NAME).is_file():
@@ -446,8 +467,6 @@ def run_whatif(args: argparse.Namespace) -> int:
     sparse = args.sparse_exchange == "sparse"
     if sparse != (args.touched_rows is not None):
         raise UsageError("--sparse-exchange sparse and --touched-rows go together")
-    if args.touched_rows is not None and not 0 < args.touched_rows < float("inf"):
-        raise UsageError(f"--touched-rows must be > 0, got {args.touched_rows}")
     if sparse and args.dataset is None:
         raise UsageError("--sparse-exchange sparse needs --dataset (the word model's: words)")
     if args.dataset is not None:
@@ -464,8 +483,6 @@ def run_whatif(args: argparse.Namespace) -> int:
     compute_source = override_compute(
         params, models, parse_compute_ms(args.compute_ms, models), args.compute_from
     )
-    stem = Path(args.out) if args.out else (study or Path("runs")) / "report" / WHATIF_NAME
-    check_output_folder(stem, "figure")
     curves, batches, singles = whatif_curves(
         models, workers, bandwidths, params, calib, observations, args.batch_size, inputs
     )

@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from archbench.errors import UsageError
+from archbench.jsonl import JsonProblem, read_json
 from archbench.perfmodel.measure.calibration import Calibration, ComputeLine, load_calibration
 from archbench.perfmodel.model.predictor import ModelParams
 
 FIT_SCHEMA = "archbench.perfmodel.fit/1"
 FIT_NAME = "perfmodel_fit.json"
+# A fit is a few KiB per model and architecture; a larger file is not one.
+MAX_FIT_BYTES = 16 << 20
 # where `archbench microbench` writes by default: predict, whatif and optimize read it when no
 # --calibration is given and it exists
 DEFAULT_CALIBRATION = Path("runs/microbench/results.jsonl")
@@ -110,9 +113,11 @@ def read_fit(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise UsageError(f"fit file {path} does not exist (run `archbench model fit` first)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"fit file {path} is not valid JSON: {exc}") from None
+        data = read_json(path, max_bytes=MAX_FIT_BYTES)
+    except OSError as exc:
+        raise UsageError(f"fit file {path}: {exc.strerror or exc}") from None
+    except JsonProblem as exc:
+        raise UsageError(f"fit file {path} is not a fit: {exc}") from None
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema != FIT_SCHEMA:
         raise UsageError(f"{path} is not a performance-model fit (schema {schema!r})")

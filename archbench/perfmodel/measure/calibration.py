@@ -3,7 +3,6 @@ compute time of each model per batch, read from `archbench microbench` records."
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from archbench.errors import UsageError
+from archbench.jsonl import JsonProblem, loads, read_json
 from archbench.perfmodel.model.formulas import LinkCost
 
 # Used only when nothing was measured: a loopback TCP path of a few GB/s and tens of
@@ -208,9 +208,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             if not line:
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line of an interrupted writer
+                row = loads(line)
+            except JsonProblem:
+                continue  # a torn last line of an interrupted writer (or one nested past bounds)
             if isinstance(row, dict):
                 rows.append(row)
     return rows
@@ -475,9 +475,11 @@ def load_calibration(
         raise UsageError(f"calibration file {path} does not exist (run `archbench microbench`)")
     if path.suffix == ".json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"calibration file {path} is not valid JSON: {exc}") from None
+            data = read_json(path)
+        except OSError as exc:
+            raise UsageError(f"calibration file {path}: {exc.strerror or exc}") from None
+        except JsonProblem as exc:
+            raise UsageError(f"calibration file {path} is not a calibration: {exc}") from None
         if not isinstance(data, dict):
             raise UsageError(f"calibration file {path} is not a calibration (a JSON object)")
         return Calibration.from_json(data.get("calibration", data))

@@ -35,6 +35,7 @@ from archbench.hosts import (
     read_hostfile,
     total_slots,
 )
+from archbench.jsonl import JsonProblem, read_json
 from archbench.launch import root_mpi_env
 from archbench.output_folder import folder_problem
 from archbench.perfmodel.measure.calibration import (
@@ -44,7 +45,12 @@ from archbench.perfmodel.measure.calibration import (
     update_of,
 )
 from archbench.perfmodel.model.modelinfo import USER_DATA_INPUTS, input_spec
-from archbench.perfmodel.model.units import MAX_LIST_ENTRIES, positive_ints
+from archbench.perfmodel.model.units import (
+    MAX_LIST_ENTRIES,
+    check_numbers,
+    own_row,
+    positive_ints,
+)
 from archbench.process_group import run_in_group
 from archbench.settings import SETTINGS, add_flag
 from archbench.sweep.commands import mpirun_argv
@@ -61,6 +67,12 @@ MODELS = "mlp,wide_mlp"
 # level starts that many processes on one host.
 MAX_MESSAGE_BYTES = 1 << 30
 MAX_COMPUTE_SHARING = 256
+# microbench's own numbers (NaN would pass a `<= 0` check and reach mpirun)
+OWN_NUMBERS = (
+    own_row("compute_steps", "int", 1, 100_000),
+    own_row("seconds_per_size", "float", 0, 3600, exclusive_minimum=True),
+    own_row("timeout", "float", 0, 7 * 86400, exclusive_minimum=True),
+)
 _SIZE = re.compile(r"\s*(\d+)\s*([kmg]?)i?b?\s*", re.I)
 
 
@@ -99,7 +111,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # how a user's data set is read (a table's columns, a series' windows), as training reads it
     for name in USER_DATA_INPUTS:
         add_flag(parser, SETTINGS[name], default=None)
-    add("--compute-steps", type=int, default=20, help="timed steps per model and batch size")
+    add(
+        "--compute-steps",
+        type=int,
+        default=20,
+        help="timed steps per model and batch size",
+    )
     add(
         "--threads",
         type=int,
@@ -125,7 +142,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="MPI allreduce algorithms Horovod is timed with, comma separated: those the study's "
         "ring runs use (--allreduce-algorithm; default ring)",
     )
-    add("--timeout", type=float, default=600.0, help="seconds each measuring job may take")
+    add(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds each measuring job may take",
+    )
     add("--out", default=DEFAULT_OUT, help=f"results file (default {DEFAULT_OUT})")
     parser.set_defaults(func=run)
 
@@ -212,7 +234,10 @@ def run_job(argv: list[str], result_file: Path, timeout_s: float) -> list[dict[s
     if done.returncode != 0 or not result_file.is_file():
         tail = "\n".join(done.stdout.strip().splitlines()[-8:])
         raise RunFailed(f"`{' '.join(argv)}` failed (status {done.returncode}):\n{tail}")
-    return json.loads(result_file.read_text(encoding="utf-8"))
+    try:
+        return read_json(result_file)
+    except JsonProblem as exc:
+        raise RunFailed(f"{result_file}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- plan
@@ -353,6 +378,8 @@ def shaped_link(hosts: list[str]) -> tuple[str | None, float | None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # before a study's cluster comes up or a job is launched
+    check_numbers(args, [*OWN_NUMBERS, *(SETTINGS[n] for n in ("threads", *USER_DATA_INPUTS))])
     if args.study:
         return run_for_study(args)
     return measure(args, resolve_hosts(args))
@@ -428,10 +455,6 @@ def measure(args: argparse.Namespace, hosts: list[HostSlots]) -> int:
         )
     positive_ints(args.batch_sizes, "--batch-sizes", SETTINGS["batch_size"].maximum)
     positive_ints(args.compute_sharing, "--compute-sharing", MAX_COMPUTE_SHARING)
-    if args.threads < 0:
-        raise UsageError(f"--threads must be >= 0, got {args.threads}")
-    if args.compute_steps < 1 or args.seconds_per_size <= 0 or args.timeout <= 0:
-        raise UsageError("--compute-steps, --seconds-per-size and --timeout must be positive")
     if "compute" in benches:
         # deferred: archbench.models loads only for the compute bench
         from archbench.models import check_model_name

@@ -30,12 +30,11 @@ from archbench.perfmodel.model.modelinfo import (
     vocab_of,
 )
 from archbench.perfmodel.model.predictor import StepConfig, default_placement, predict_step
-from archbench.perfmodel.model.units import emulated_burst_bytes
+from archbench.perfmodel.model.units import check_numbers, emulated_burst_bytes
 from archbench.settings import (
     ALL,
     SERVER_PLACEMENTS,
     SETTINGS,
-    LevelError,
     Setting,
     add_flag,
     combination_problem,
@@ -94,15 +93,10 @@ def check_ranges(args: argparse.Namespace) -> None:
     problem = combination_problem(input_config(args))
     if problem:
         raise UsageError(problem)
-    rows = [SETTINGS[name] for name in PREDICT_SETTINGS] + list(PREDICT_INPUTS.values())
-    for row in rows:
-        value = getattr(args, row.name, None)
-        if value is None or row.kind not in ("int", "float"):
-            continue
-        try:
-            row.check_range(value)
-        except LevelError as exc:
-            raise UsageError(f"--{row.name.replace('_', '-')} {exc}") from None
+    if args.bandwidth:
+        parse_bandwidth(args.bandwidth)  # refused before any file is read
+    check_numbers(args, [SETTINGS[name] for name in PREDICT_SETTINGS])
+    check_numbers(args, PREDICT_INPUTS.values())
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,8 +1,19 @@
-"""The emulated links' token bucket, and lists from flags (rates: archbench.bandwidth)."""
+"""The emulated links' token bucket, and numbers and lists from flags (rates:
+archbench.bandwidth).
+
+Every numeric flag of the performance model's commands (predict, model, microbench, optimize) is
+held to a row: the registry's (archbench.settings) where it sets a setting, else a row of the
+command's own, ranged the same way (`own_row`); `check_numbers` holds a command's flags to their
+rows before it reads or runs anything.
+"""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Iterable
+
 from archbench.errors import UsageError
+from archbench.settings import ALL, LevelError, Setting
 
 
 def emulated_burst_bytes(link: str | None, dilation: float | None = None) -> float:
@@ -54,3 +65,30 @@ def names(text: str, flag: str) -> list[str]:
     if len(values) > MAX_LIST_ENTRIES:
         raise UsageError(f"{flag} lists {len(values):,} names; at most {MAX_LIST_ENTRIES}")
     return values
+
+
+def own_row(
+    name: str,
+    kind: str,
+    minimum: float,
+    maximum: float,
+    exclusive_minimum: bool = False,
+) -> Setting:
+    """A command's own numeric input (not a setting of a run), ranged as the registry's rows."""
+    return Setting(
+        name, kind, None, ALL, scope="perfmodel", minimum=minimum, maximum=maximum,
+        exclusive_minimum=exclusive_minimum,
+    )  # fmt: skip
+
+
+def check_numbers(args: argparse.Namespace, rows: Iterable[Setting]) -> None:
+    """Each of `rows` given in `args` (by its name) finite and within its range; UsageError
+    naming the first flag that is not (NaN passes a `<= 0` check, `1e999` reads as inf)."""
+    for row in rows:
+        value = getattr(args, row.name, None)
+        if value is None or row.kind not in ("int", "float"):
+            continue
+        try:
+            row.check_range(value)
+        except LevelError as exc:
+            raise UsageError(f"--{row.name.replace('_', '-')} {exc}") from None

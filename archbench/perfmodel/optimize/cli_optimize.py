@@ -17,6 +17,7 @@ from archbench.perfmodel.fit.fitfile import (
 )
 from archbench.perfmodel.fit.records import study_records
 from archbench.perfmodel.model.modelinfo import train_size
+from archbench.perfmodel.model.units import check_numbers, own_row
 from archbench.perfmodel.optimize.optimizer import (
     OBJECTIVES,
     Candidate,
@@ -33,6 +34,13 @@ REPORT_NAME = "optimize"
 # samples per "epoch" of a data set whose size only loading it would tell (text corpora); every
 # configuration of a study shares it, so the ranking does not depend on it
 DEFAULT_EPOCH_SAMPLES = 60000
+# optimize's own numbers, ranged as the registry ranges a setting's (--target-accuracy: the
+# spec's may stand in for it, so `_target_accuracy` holds either to the range)
+NUMBERS = (
+    own_row("budget", "int", 1, 1_000_000),
+    own_row("budget_fraction", "float", 0, 1, exclusive_minimum=True),
+    own_row("tolerance", "float", 0, 1, exclusive_minimum=True),
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -87,7 +95,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="measure nothing: use the records the study already has",
     )
-    add("--tolerance", type=float, default=0.05, help="'close to the best' margin (default 0.05)")
+    add(
+        "--tolerance",
+        type=float,
+        default=0.05,
+        help="'close to the best' margin (default 0.05)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -126,8 +139,7 @@ def run(args: argparse.Namespace) -> int:
     from archbench.sweep.plan import build_plan
     from archbench.sweep.spec import load_spec
 
-    if not 0 < args.tolerance < 1:
-        raise UsageError(f"--tolerance must be between 0 and 1, got {args.tolerance}")
+    check_numbers(args, NUMBERS)
     spec = load_spec(args.spec)
     target = resolve_target(spec, args.cluster)
     plan = build_plan(spec, target)
@@ -135,12 +147,8 @@ def run(args: argparse.Namespace) -> int:
     candidates = _candidates(plan)
     total = len(candidates)
     if args.budget is not None:
-        if args.budget < 1:
-            raise UsageError(f"--budget must be at least 1, got {args.budget}")
         budget = min(args.budget, total)
     else:
-        if not 0 < args.budget_fraction <= 1:
-            raise UsageError(f"--budget-fraction must be in (0, 1], got {args.budget_fraction}")
         budget = max(1, math.floor(total * args.budget_fraction))
     target_accuracy = _target_accuracy(spec, args)
     if target_accuracy is not None:
