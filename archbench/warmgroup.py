@@ -102,7 +102,7 @@ def read_runs_file(path: str) -> WarmGroup:
     except OSError as exc:
         raise UsageError(f"{where}: {exc.strerror or exc}") from None
     except JsonProblem as exc:
-        raise UsageError(f"{where}: {exc}") from None
+        raise UsageError(f"{where}: not a runs file ({exc})") from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(
             f"{where}: not a runs file ({type(exc).__name__}: {shown(str(exc))[:200]}); "

@@ -182,3 +182,15 @@ def test_the_light_commands_load_no_heavy_library():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+def test_the_train_command_starts_no_numpy_thread_before_it_blocks_the_stop_signals():
+    """`archbench.train` blocks SIGTERM/SIGINT in its first lines, before argparse pulls numpy
+    in: OpenBLAS starts its threads on import, and a thread with the signals unblocked takes a
+    launcher's SIGTERM and dies of it silently, so the run never says it was stopped (nor writes
+    its failed record). So importing the module must not import numpy."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, archbench.train; print('numpy' in sys.modules)"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert loaded.stdout.strip() == "False"

@@ -4,7 +4,10 @@ loss from here, so the architectures compute the same thing."""
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 LOSSES = ("crossentropy", "mse")
 
@@ -35,4 +38,8 @@ def correct_count(loss: str, outputs: np.ndarray, y) -> int | None:
     """Samples classified right, or None for values (no accuracy)."""
     if is_regression(loss):
         return None
+    # deferred: the settings import this module, and the train command blocks the stop signals
+    # before anything starts numpy's (OpenBLAS's) threads
+    import numpy as np
+
     return int(np.sum(np.argmax(outputs, axis=-1) == np.asarray(y)))
