@@ -289,11 +289,6 @@ def test_a_refused_peer_has_exited_but_one_unanswered_look_is_not_enough():
     from archbench.ps.cluster_spec import NO_ANSWER, REFUSED, Task, probe
     from archbench.ps.lifecycle import _check_still_there
 
-    closed = sockets.socket()
-    closed.bind(("127.0.0.1", 0))
-    port = closed.getsockname()[1]
-    closed.close()  # nothing listens there: the host refuses
-    gone = Task("worker", 1, 2, f"127.0.0.1:{port}")
     # A listener whose queue of unaccepted connections is full drops the next one's first
     # packet, as a congested link can: no answer, though the process is there.
     busy = sockets.socket()
@@ -301,6 +296,12 @@ def test_a_refused_peer_has_exited_but_one_unanswered_look_is_not_enough():
     busy.listen(0)
     queued = sockets.create_connection(busy.getsockname(), timeout=1)
     silent = Task("worker", 2, 3, f"127.0.0.1:{busy.getsockname()[1]}")
+    # Bound after the busy listener, so the port freed here cannot be handed back to it.
+    closed = sockets.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: the host refuses
+    gone = Task("worker", 1, 2, f"127.0.0.1:{port}")
     assert probe(gone.address) == REFUSED and probe(silent.address, timeout=0.2) == NO_ANSWER
     with pytest.raises(RunFailed, match=r"worker worker/1 .* exited while waiting"):
         _check_still_there([gone], {}, "waiting", timeout_s=60)
