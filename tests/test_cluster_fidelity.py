@@ -6,7 +6,6 @@ run."""
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ from record_files import read_records, write_records
 from archbench.analysis.fidelity import (
     CORES,
     COST,
-    DRIFT_LIMIT,
     drift_causes,
     drift_table,
     fidelity_notes,
@@ -117,7 +115,7 @@ def test_library_default_is_recorded_as_such(
     assert record["comm"]["allreduce_algorithm"] == "mpi:default"
 
 
-def test_fidelity_check_flags_an_oversubscribed_run_and_tells_it_from_a_faithful_one(
+def test_fidelity_check_flags_a_crowded_run_and_not_the_same_run_uncrowded(
     emulated_cluster: EmulatedCluster, tmp_path: Path
 ) -> None:
     out = tmp_path / "fidelity.jsonl"
@@ -126,67 +124,54 @@ def test_fidelity_check_flags_an_oversubscribed_run_and_tells_it_from_a_faithful
     # one, which meters no share of a core), in every run alike.
     common = ["--model", "cnn", "--batch-size", "32", "--steps", "64", "--probe-every", "3",
               "--threads", "1", "--eval-samples", "200", "--compute-window-ms", "200"]  # fmt: skip
+
+    def p2p(hosts: str, ranks: int, run_id: str) -> list[str]:
+        return _mpirun(hosts, ranks, "--arch", "p2p", "--run-id", run_id, *common)
+
     # D was chosen for one busy thread per node, filling half the machine's cores. Twelve
     # ranks on the three nodes (four each, within a node's four virtual cores) want 12/D of a
     # core, half again what the machine has: each thread gets less than its cap and waits for a
-    # core.
-    crowd = f"{node1}:4,{node2}:4,{node3}:4"
-
-    def single(node: str, run_id: str) -> list[str]:
-        return _mpirun(node, 1, "--arch", "single", "--run-id", run_id, *common)
-
-    # The two single runs on equal nodes run at the same time, within the machine's cores, so
-    # the host's own speed (shared with other machines) changes both alike and their drift is
-    # the emulator's.
-    pairs = {
-        "baseline": single(node1, "baseline"),
-        "faithful": single(node2, "faithful"),
+    # core. The engine's one-worker runs, its baseline, run between the others as a study's
+    # blocked order runs them, so their spread holds the machine's noise over the test.
+    order = {
+        "base-1": p2p(node1, 1, "base-1"),
+        "uncrowded": p2p(f"{node1},{node2},{node3}", 3, "uncrowded"),
+        "base-2": p2p(node2, 1, "base-2"),
+        "crowded": p2p(f"{node1}:4,{node2}:4,{node3}:4", 12, "crowded"),
+        "base-3": p2p(node3, 1, "base-3"),
     }
-    crowded = {
-        "oversubscribed": _mpirun(crowd, 12, "--arch", "p2p", "--run-id", "oversubscribed", *common)
-    }
-    for runs in (pairs, crowded):  # the runs of a group at once, the groups one after the other
-        outs = [tmp_path / f"{name}.jsonl" for name in runs]
-        with ThreadPoolExecutor(len(runs)) as pool:
-            results = list(pool.map(_launch_to, runs.values(), outs))
-        for name, result in zip(runs, results):
-            assert result.returncode == 0, (name, result.stderr[-3000:])
-    every_run = [*pairs, *crowded]
-    write_records(
-        out, [rec for name in every_run for rec in read_records(tmp_path / f"{name}.jsonl")]
-    )
+    for name, command in order.items():
+        result = _launch_to(command, tmp_path / f"{name}.jsonl")
+        assert result.returncode == 0, (name, result.stderr[-3000:])
+    write_records(out, [rec for name in order for rec in read_records(tmp_path / f"{name}.jsonl")])
     records = {record["run_id"]: record for record in read_records(out)}
-    assert records["baseline"]["cluster"]["dilation"] >= 1
-    assert records["baseline"]["cluster"]["hosts"] == [node1]
-    assert records["faithful"]["cluster"]["hosts"] == [node2]
+    assert records["base-1"]["cluster"]["dilation"] >= 1
+    assert records["base-2"]["cluster"]["hosts"] == [node2]
 
     study = load_study(out)
     table = drift_table(study.ok).set_index("run_id")
-    # Two thirds of a virtual core per rank makes the compute half again as long. Two runs on
-    # equal nodes differ only by noise, which on a busy machine is large, so the check must
-    # rank the oversubscribed run above both and over the limit, not clear the others.
-    drift = table["drift"]
-    assert drift["oversubscribed"] > 2 * DRIFT_LIMIT, table
-    assert drift["oversubscribed"] > max(drift["faithful"], drift["baseline"]), table
+    assert set(table.index) == {"uncrowded", "crowded"}, table
+    assert table["judged"].all() and (table["baseline_runs"] == 3).all(), table
+    # Two thirds of a virtual core per rank makes the compute half again as long: outside the
+    # baseline's noise, whatever that noise was, and further from it than the same engine
+    # uncrowded. (Whether the uncrowded run is flagged is not asserted: nodes computing at once
+    # share the machine's caches, which cost it about a tenth here, and a baseline whose three
+    # repetitions happen to agree within 2% rightly calls that a drift.)
+    assert table.loc["crowded", "flagged"], table
+    assert table.loc["crowded", "drift"] > table.loc["uncrowded", "drift"], table
     # The machine's side of the check: the crowded run's threads waited for a core.
-    assert "oversubscribed" in set(oversubscribed(study.ok)["run_id"])
+    assert "crowded" in set(oversubscribed(study.ok)["run_id"])
     # And the parts of its drift, metered: crowding shows as less of a virtual core while
     # computing, or as more CPU a pass (twelve threads taking turns on two cores also empty
-    # each other's caches): in one clean-clone CI its worst worker had 1.05 virtual cores
-    # against the baseline's 0.99, and its drift was all CPU a pass. Either way the check names the part that moved (none where the
-    # meters read nothing). A process's threads are capped at one virtual core
-    # together; CFS hands runtime out per CPU in slices, and capped processes measured up to
-    # 1.15 of it in a window. A meter that counted another busy thread of the process would
-    # read about 2.
-    assert not math.isnan(table.loc["oversubscribed", "core_share"]), table
-    causes = [part for part, _ in drift_causes(table.loc["oversubscribed"])]
+    # each other's caches). Either way the check names the part that moved. A process's
+    # threads are capped at one virtual core together; CFS hands runtime out per CPU in
+    # slices, and capped processes measured up to 1.15 of it in a window. A meter that counted
+    # another busy thread of the process would read about 2.
+    assert not math.isnan(table.loc["crowded", "core_share"]), table
+    causes = [part for part, _ in drift_causes(table.loc["crowded"])]
     assert set(causes) & {CORES, COST}, table
     for record in records.values():
         shares = record["timing"]["compute_core_share_per_rank"]
         assert all(0 < share <= 1.3 for share in shares), (record["run_id"], shares)
     (note,) = [line for line in fidelity_notes(study.ok) if line.startswith("Fidelity")]
-    assert "`oversubscribed`" in note
-    assert note.index("`oversubscribed`") < min(
-        (note.index(name) for name in ("`faithful`", "`baseline`") if name in note),
-        default=len(note),
-    )  # named first: the note orders runs by drift
+    assert "judged runs flagged: `crowded`" in note  # named first: the note orders runs by drift

@@ -1,38 +1,39 @@
-"""Did the emulated cluster hold its promise? Each worker's compute against the baseline, and the
-machine's cores against the nodes' demand.
+"""Did the emulated cluster hold its promise? Each worker's compute against its own engine's pass
+with one worker, judged against the noise that baseline showed; and the machine's cores against
+the nodes' demand.
 
 On a real cluster a worker's compute (forward + backward, `timing.compute_s_median_per_rank`)
-does not change with the number of workers. On the emulated cluster it does when nodes share
-cores or a node's own threads eat its virtual cores, and then every comparison of architectures
-measures that instead. So a run on the emulated cluster is judged against the `single` runs of
-the same study with the same workload and per-worker batch, and each `single` run against the
-other `single` runs (are the nodes alike?): a worker whose compute differs from that baseline by
-more than `DRIFT_LIMIT` is named under the report's *Data quality*.
+does not change with the number of workers. On the emulated cluster it can: nodes share the
+machine's cores and caches, a node's own threads eat its virtual cores. "Faithful" means that a
+worker of a W-worker run computes as that engine's one worker did on the same cluster, within the
+noise of that one-worker run's own repetitions. So a run is judged against the runs of the same
+architecture (its engine: single's tf.function, the ring's, p2p's, a parameter server's session
+call) with one worker and no companions, of the same workload and per-worker batch: that is what
+the emulation did to that engine, not what one engine costs against another (a parameter server's
+session call costs more than a tf.function on any host; `engine_cost_findings` reports that
+as a finding with its interval).
 
-Part of a compute pass is the engine's own call, not the model's work (`timing.dispatch_s_per_rank`,
-the call timed with nothing to compute): the notes give its median per architecture, so a reader
-sees how much of a drift is that call (a parameter server's session run costs more than a
-tf.function). It is not subtracted: timed once per run apart from the compute passes, it can be as
-large as the whole pass and as noisy.
+The tolerance is the baseline's own noise: a run is flagged when its workers' median compute lies
+outside the 95% prediction interval of one more repetition of the baseline (Student's t on the
+logarithm of the repetitions' compute, n - 1 degrees of freedom), and never inside `FLOOR`. One
+statistic a run, whatever its W: the workers of one run ran at the same moments, so they are not
+W independent draws, and a faithful 12-worker run must not be flagged twelve times as often. The
+note also gives the worst worker's ratio. An engine with
+fewer than `MIN_REPETITIONS` one-worker runs has no noise to judge by: its runs are listed as not
+judged, never judged by another engine's. A baseline whose repetitions spread more than
+`UNSTABLE` (relative standard deviation; pyperf calls a benchmark unstable past 10%) is named.
 
-The nodes of one machine also share its memory and caches: two nodes computing at once slow each
-other down a little however their cores are capped. A baseline measured with companions (W - 1
-copies of the same training on other nodes, `--companions`, `baseline_load: loaded`) sees the
-same interference as a W-worker run, so a run with W workers is judged against the baseline run
-with W - 1 companions where the study has one (the `single` runs of any load otherwise, and the
-note says so).
+What the verdict cannot catch: a cost every node pays alike, the one-worker baseline too (capped
+work's cache cost, the machine's speed the whole study long), moves nothing it compares. The
+cap cost measured at `cluster up` is reported beside the verdict (`_cap_cost_note`).
 
 Each worker's drift has two parts (`timing.compute_core_share_per_rank`, archbench.cluster.cpumeter):
 the virtual cores its process's own threads got while computing, and the CPU one pass took of
-them. The note names for each drifted run which part moved. The first is the emulation's fault.
-The second has several causes, which the note lists: a thread's caches emptied while its cap
-stopped it (on a machine whose cache other work shares, a pass capped at 1/D of a core cost
-1.2-2.3x its uncapped CPU at a 12.5 ms period, by how much the neighbours took: benchmarks/
-cap_cost.py), the machine's own speed when each run ran
-(measured here: the same TensorFlow pass cost 0.25-0.69 ms of CPU in capped processes started
-minutes apart, against 0.26 ms uncapped, while a plain matrix product cost within 7% of its
-uncapped CPU), caches shared with nodes computing at once, the engine's own call, and other
-threads of the process working during the pass (a parameter server's gRPC pollers).
+them. The note names for each flagged run which part moved beyond the tolerance. The first is the
+emulation's fault (cores shared with other nodes, or the run's own threads in its budget). The
+second has several causes, which the note lists: caches shared with nodes computing at once, a
+capped thread's caches emptied while its cap stopped it, the machine's speed when each run ran,
+and other threads of the process working during the pass.
 
 On a time-dilated cluster each record also says whether its nodes got what the dilation promised:
 a thread that was runnable, not held back by a cap and still not running waited for one of the
@@ -45,135 +46,172 @@ whose nodes had no caps at all.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats as scipy_stats
 
-from archbench.analysis import arch_rows
+from archbench.analysis.stats import ratio_of_means
 from archbench.archs import is_baseline, sort_key
 
-DRIFT_LIMIT = 0.10
+LEVEL = 0.95  # of the prediction interval a faithful run's workers fall in
+FLOOR = 0.05  # below this a difference is not called drift, however alike the baseline's runs
+MIN_REPETITIONS = 3  # one-worker runs an engine needs before its noise can be measured
+UNSTABLE = 0.10  # relative standard deviation past which a baseline is named unstable
 # Waiting for a core per second of CPU a node's threads used: a few percent is the scheduler's
 # wake-up latency on a machine with idle cores.
 CORE_WAIT_LIMIT = 0.10
 # The machine's idle share below which its cores were saturated over a run's window.
 MIN_IDLE_SHARE = 0.02
+# The cap cost (capped CPU over uncapped) past which the note says capped work costs more.
+CAP_COST_LIMIT = 0.10
 SHOWN = 6  # runs named in a note; the rest are counted
 
 
-def _load(frame: pd.DataFrame) -> pd.Series:
-    """Nodes computing at once per run (older frames: one)."""
-    return frame["load_nodes"] if "load_nodes" in frame else pd.Series(1.0, index=frame.index)
+def _first(values: object) -> float:
+    return values[0] if isinstance(values, list) and values else math.nan
 
 
-def _cpu_per_pass(frame: pd.DataFrame) -> pd.Series:
-    """A `single` run's CPU seconds per compute pass (compute x the virtual cores it used; NaN
-    where its record metered none)."""
-    if "core_share_per_worker" not in frame:
-        return pd.Series(math.nan, index=frame.index)
-    share = frame["core_share_per_worker"].map(
-        lambda shares: shares[0] if isinstance(shares, list) and shares else math.nan
-    )
-    return frame["compute_s"] * share
+@dataclass(frozen=True)
+class EngineBaseline:
+    """An engine's one-worker runs of one workload and per-worker batch."""
+
+    compute_s: list[float]  # each repetition's compute median
+    core_shares: list[float]  # the virtual cores each used while computing (NaN: not metered)
+
+    @property
+    def repetitions(self) -> int:
+        return len(self.compute_s)
+
+    @property
+    def center_s(self) -> float:
+        """The geometric mean of the repetitions (the ratios are judged on a log scale)."""
+        return float(np.exp(np.mean(np.log(self.compute_s))))
+
+    @property
+    def log_std(self) -> float:
+        return float(np.std(np.log(self.compute_s), ddof=1)) if self.repetitions > 1 else math.nan
+
+    @property
+    def relative_std(self) -> float:
+        values = np.asarray(self.compute_s)
+        return float(values.std(ddof=1) / values.mean()) if self.repetitions > 1 else math.nan
+
+    @property
+    def core_share(self) -> float:
+        shares = [share for share in self.core_shares if not math.isnan(share)]
+        return float(np.median(shares)) if shares else math.nan
+
+    def log_tolerance(self) -> float:
+        """The half-width, in log(compute ÷ center), of the prediction interval of one more
+        repetition, never under FLOOR; NaN with too few repetitions."""
+        if self.repetitions < MIN_REPETITIONS:
+            return math.nan
+        t = float(scipy_stats.t.ppf(1 - (1 - LEVEL) / 2, self.repetitions - 1))
+        spread = t * self.log_std * math.sqrt(1 + 1 / self.repetitions)
+        return max(math.log1p(FLOOR), spread)
 
 
-def baselines(ok: pd.DataFrame) -> dict[tuple, tuple[float, float]]:
-    """(median compute, median CPU seconds per pass) of the `single` runs per (workload,
-    per-worker batch, nodes computing at once), and per (workload, per-worker batch) over every
-    load."""
-    single = ok[arch_rows.baseline(ok) & ok["compute_s"].notna()]
-    single = single.assign(load=_load(single), cpu_s=_cpu_per_pass(single))
-    table: dict[tuple, tuple[float, float]] = {}
-    for columns in (["workload", "batch_size"], ["workload", "batch_size", "load"]):
-        for key, group in single.groupby(columns):
-            table[key] = (float(group["compute_s"].median()), float(group["cpu_s"].median()))
+def _one_worker(frame: pd.DataFrame) -> pd.Series:
+    """Runs with one worker and nothing computing beside it (no companions)."""
+    load = frame["load_nodes"] if "load_nodes" in frame else pd.Series(1.0, index=frame.index)
+    return (load == 1) & frame["compute_s"].notna()
+
+
+def engine_baselines(ok: pd.DataFrame) -> dict[tuple, EngineBaseline]:
+    """Per (arch, workload, per-worker batch): the one-worker runs on the emulated cluster."""
+    base = ok[ok["emulated"] & _one_worker(ok)]
+    table = {}
+    for key, group in base.groupby(["arch", "workload", "batch_size"]):
+        shares = [_first(value) for value in group.get("core_share_per_worker", [])]
+        shares = shares or [math.nan] * len(group)
+        table[key] = EngineBaseline(group["compute_s"].astype(float).tolist(), shares)
     return table
 
 
-def _reference(
-    ok: pd.DataFrame, run: pd.Series, base: dict[tuple, tuple[float, float]]
-) -> tuple[float, float, bool]:
-    """The baseline a run is judged against, (compute, CPU per pass), and whether it ran under
-    the same load: the `single` runs' medians at this run's load (any load where the study has
-    none), or for a `single` run the medians of the other `single` runs at its load (none where
-    it is the only one: baselines under different loads are not alike)."""
-    load = run.get("load_nodes", 1.0)
-    key = (run["workload"], run["batch_size"])
-    if not is_baseline(run["arch"]):
-        if (*key, load) in base:
-            return (*base[(*key, load)], True)
-        return (*base.get(key, (math.nan, math.nan)), False)
-    same = (
-        arch_rows.baseline(ok)
-        & (ok["workload"] == run["workload"])
-        & (ok["batch_size"] == run["batch_size"])
-        & (ok["run_id"] != run["run_id"])
-    )
-    at_load = ok[same & (_load(ok) == load)]
-    compute = at_load["compute_s"].dropna()
-    if not len(compute):
-        return math.nan, math.nan, True
-    return float(compute.median()), float(_cpu_per_pass(at_load).median()), True
-
-
 def drift_table(ok: pd.DataFrame) -> pd.DataFrame:
-    """Per run on the emulated cluster: the worst worker's compute drift from the baseline."""
-    base = baselines(ok)
+    """Per run with more than one node computing on the emulated cluster: its workers' median
+    compute (and the worst worker's) against its engine's one-worker baseline, the tolerance that baseline's noise
+    allows, and whether it was judged (`why_not` where it was not)."""
+    base = engine_baselines(ok)
     rows = []
-    for _, run in ok[ok["emulated"]].iterrows():
-        reference, reference_cpu_s, same_load = _reference(ok, run, base)
-        shares = run.get("core_share_per_worker")
-        if not isinstance(shares, list) or len(shares) != len(run["compute_s_per_worker"]):
-            shares = [math.nan] * len(run["compute_s_per_worker"])
+    for _, run in ok[ok["emulated"] & ~_one_worker(ok)].iterrows():
         workers = [
             (value, share)
-            for value, share in zip(run["compute_s_per_worker"], shares)
+            for value, share in zip(
+                run["compute_s_per_worker"],
+                _shares(run.get("core_share_per_worker"), len(run["compute_s_per_worker"])),
+            )
             if not math.isnan(value)
         ]
-        if math.isnan(reference) or not workers:
+        if not workers:
             continue
-        ratios = np.array([value for value, _ in workers]) / reference
-        worst_index = int(np.argmax(np.abs(ratios - 1)))
-        worst = ratios[worst_index]
+        baseline = base.get((run["arch"], run["workload"], run["batch_size"]))
+        row = {
+            "run_id": run["run_id"],
+            "arch": run["arch"],
+            "workload": run["workload"],
+            "config": run["config"],
+            "baseline_runs": baseline.repetitions if baseline else 0,
+        }
+        if baseline is None or baseline.repetitions < MIN_REPETITIONS:
+            have = f"only {baseline.repetitions}" if baseline else "no"
+            row.update(judged=False, flagged=False, why_not=f"{have} one-worker {run['arch']} run")
+            rows.append(row)
+            continue
+        log_tolerance = baseline.log_tolerance()
+        ratios = np.array([value for value, _ in workers]) / baseline.center_s
+        median_ratio = float(np.median(ratios))
+        worst_index = int(np.argmax(np.abs(np.log(ratios))))
         worst_compute, worst_share = workers[worst_index]
-        rows.append(
-            {
-                "run_id": run["run_id"],
-                "workload": run["workload"],
-                "config": run["config"],
-                "baseline_compute_s": reference,
-                "baseline_same_load": same_load,
-                "worst_ratio": float(worst),
-                "drift": float(abs(worst - 1)),
-                # the worst worker's drift = its CPU per pass over the baseline's, divided by
-                # its virtual cores over the baseline's (NaN where a record metered no CPU)
-                "cpu_ratio": worst_compute * worst_share / reference_cpu_s,
-                "core_share": worst_share,
-                "baseline_core_share": reference_cpu_s / reference,
-            }
+        baseline_share = baseline.core_share
+        row.update(
+            judged=True,
+            why_not="",
+            baseline_compute_s=baseline.center_s,
+            baseline_relative_std=baseline.relative_std,
+            tolerance=math.expm1(log_tolerance),
+            median_ratio=median_ratio,
+            worst_ratio=float(ratios[worst_index]),
+            drift=float(abs(median_ratio - 1)),
+            flagged=bool(abs(math.log(median_ratio)) > log_tolerance),
+            # the worst worker's compute ratio = its CPU per pass over the baseline's times the
+            # baseline's virtual cores over its own (NaN where a record metered no CPU)
+            core_share=worst_share,
+            baseline_core_share=baseline_share,
+            cpu_ratio=worst_compute * worst_share / (baseline.center_s * baseline_share),
         )
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _shares(shares: object, count: int) -> list[float]:
+    if isinstance(shares, list) and len(shares) == count:
+        return [math.nan if share is None else float(share) for share in shares]
+    return [math.nan] * count
 
 
 CORES, COST = "cores", "cost"  # the two parts of a drift (see drift_causes)
 
 
 def drift_causes(row: pd.Series) -> list[tuple[str, str]]:
-    """Why a worker's compute differs from the baseline's, as (part, words): the virtual cores
-    the process got while computing (CORES), and the CPU a pass cost (COST). Empty where the
-    records metered no CPU."""
+    """Why a worker's compute lies outside its baseline's noise, as (part, words): the virtual
+    cores the process got while computing (CORES), and the CPU a pass cost (COST), each named
+    where it moved by more than the run's tolerance. Empty where the records metered no CPU."""
     cpu_ratio, share, base_share = row["cpu_ratio"], row["core_share"], row["baseline_core_share"]
     if any(math.isnan(value) for value in (cpu_ratio, share, base_share)) or base_share <= 0:
         return []
+    limit = math.log1p(row["tolerance"])
     causes = []
     share_ratio = share / base_share
-    if abs(share_ratio - 1) > DRIFT_LIMIT:
+    if abs(math.log(share_ratio)) > limit:
         causes.append((
             CORES,
             f"{'less' if share_ratio < 1 else 'more'} of a core while computing "
             f"({share:.2f} virtual cores against the baseline's {base_share:.2f})",
         ))  # fmt: skip
-    if abs(cpu_ratio - 1) > DRIFT_LIMIT:
+    if cpu_ratio > 0 and abs(math.log(cpu_ratio)) > limit:
         causes.append((COST, f"each pass cost {cpu_ratio:.2f}× the baseline's CPU"))
     return causes
 
@@ -240,15 +278,16 @@ def _cap_cost_note(ok: pd.DataFrame) -> str | None:
     if "cap_cost_ratio" not in ok:
         return None
     ratios = ok.loc[ok["emulated"], "cap_cost_ratio"].dropna()
-    if ratios.empty or ratios.max() <= 1 + DRIFT_LIMIT:
+    if ratios.empty or ratios.max() <= 1 + CAP_COST_LIMIT:
         return None
     low, high = ratios.min(), ratios.max()
     measured = f"{low:.2f}×" if round(low, 2) == round(high, 2) else f"{low:.2f}-{high:.2f}×"
-    costly = int((ratios > 1 + DRIFT_LIMIT).sum())
+    costly = int((ratios > 1 + CAP_COST_LIMIT).sum())
     return (
         f"Capped work costs more here: when the cluster came up, a capped thread's 2 MB working "
-        f"set cost {measured} its uncapped CPU (over {1 + DRIFT_LIMIT:.1f}× for {costly} of the "
-        f"{len(ratios)} runs whose cluster measured it). Its caches emptied while its cap "
+        f"set cost {measured} its uncapped CPU (over {1 + CAP_COST_LIMIT:.1f}× for {costly} of the "
+        f"{len(ratios)} runs whose cluster measured it). Every node, the one-worker baselines "
+        "too, pays it alike, so the fidelity verdict cannot see it. Its caches emptied while its cap "
         "stopped it (other work on the same hardware took them), so a dilated node computes "
         "slower than the host it stands for, by about that much and more for a larger working "
         "set (`python benchmarks/cap_cost.py` measures a model's pass), and by how much moves "
@@ -259,8 +298,8 @@ def _cap_cost_note(ok: pd.DataFrame) -> str | None:
 
 
 def fidelity_notes(ok: pd.DataFrame) -> list[str]:
-    """Data-quality lines: runs whose workers drifted from the baseline, runs on an
-    oversubscribed machine, nodes with no caps."""
+    """Data-quality lines: nodes with no caps, runs on an oversubscribed machine, the cap cost,
+    and the verdict: runs whose workers' compute lay outside their engine's noise."""
     if "emulated" not in ok or not ok["emulated"].any():
         return []
     notes = []
@@ -273,99 +312,139 @@ def fidelity_notes(ok: pd.DataFrame) -> list[str]:
             "(`cluster up --dilation off`): the nodes shared the machine's cores, so their "
             "times describe contention as much as the architecture."
         )
-    overloaded = _oversubscription_note(ok)
-    if overloaded:
-        notes.append(overloaded)
-    costly = _cap_cost_note(ok)
-    if costly:
-        notes.append(costly)
-    table = drift_table(ok)
-    judged = len(table)
-    if not judged:
-        notes.append(
-            "No run on the emulated cluster could be checked for fidelity: the study has no "
-            "`single` run of the same workload and per-worker batch to compare each worker's "
-            "compute with."
-        )
-        return notes
-    unmatched = int((~table["baseline_same_load"]).sum())
-    load_words = (
-        f" ({unmatched} of them against a baseline measured under another load: the study has "
-        "no `single` run with as many companions as they have workers - 1)"
-        if unmatched
-        else " (each against the baseline measured with as many nodes computing at once)"
-    )
-    drifted = table[table["drift"] > DRIFT_LIMIT].sort_values("drift", ascending=False)
-    calls = _dispatch_words(ok)
-    if drifted.empty:
-        notes.append(
-            f"Fidelity: in all {judged} judged runs on the emulated cluster every worker's "
-            f"compute was within {DRIFT_LIMIT:.0%} of the `single` baseline{load_words} "
-            f"(worst {table['drift'].max():.1%}).{calls}"
-        )
-        return notes
-
-    def named(row: pd.Series) -> str:
-        causes = drift_causes(row)
-        why = f": {' and '.join(words for _, words in causes)}" if causes else ""
-        return (
-            f"`{row['run_id']}` ({row['workload']}, {row['config']}: {row['worst_ratio']:.2f}× "
-            f"the baseline's {1000 * row['baseline_compute_s']:.2f} ms{why})"
-        )
-
-    more = f" and {len(drifted) - SHOWN} more" if len(drifted) > SHOWN else ""
-    notes.append(
-        f"Fidelity: {len(drifted)} of {judged} judged runs on the emulated cluster had a "
-        f"worker whose compute (forward + backward) differed from the `single` baseline by "
-        f"more than {DRIFT_LIMIT:.0%}{load_words}: "
-        + "; ".join(named(row) for _, row in drifted.head(SHOWN).iterrows())
-        + more
-        + "."
-        + _cause_words(drifted)
-        + calls
-    )
+    for note in (_oversubscription_note(ok), _cap_cost_note(ok), _verdict_note(ok)):
+        if note:
+            notes.append(note)
     return notes
 
 
-def _cause_words(drifted: pd.DataFrame) -> str:
-    """How many drifted runs each part explains: a worker that got less (or more) of a core
-    than the baseline while computing is the emulation's fault (shared cores, or threads in its
-    budget); a pass that took more (or less) of its process's CPU has several causes, named."""
-    metered = drifted[drifted["cpu_ratio"].notna()] if "cpu_ratio" in drifted else drifted[:0]
+def _noise_words(ok: pd.DataFrame) -> str:
+    """Each engine's baseline: its one-worker repetitions and their spread."""
+    parts = []
+    for (arch, workload, _), baseline in sorted(
+        engine_baselines(ok).items(), key=lambda item: (item[0][1], sort_key(item[0][0]))
+    ):
+        spread = baseline.relative_std
+        words = f"{arch} on {workload}: {baseline.repetitions} run(s)"
+        if not math.isnan(spread):
+            words += f", {1000 * baseline.center_s:.2f} ms ± {spread:.0%}"
+            if spread > UNSTABLE:
+                words += " (unstable)"
+        parts.append(words)
+    return "; ".join(parts)
+
+
+def _verdict_note(ok: pd.DataFrame) -> str | None:
+    table = drift_table(ok)
+    if table.empty:
+        return None
+    judged = table[table["judged"]]
+    unjudged = table[~table["judged"]]
+    rule = (
+        "Fidelity (a run's workers' median compute, forward + backward, against its own engine's "
+        "one-worker runs on this cluster: flagged outside the 95% prediction interval of one "
+        f"more of those runs, Student's t on their log compute, never within {FLOOR:.0%}): "
+    )
+    if judged.empty:
+        verdict = "no run could be judged"
+    else:
+        flagged = judged[judged["flagged"]].sort_values("drift", ascending=False)
+        if flagged.empty:
+            verdict = (
+                f"all {len(judged)} judged runs computed within their engine's noise "
+                f"(largest drift {judged['drift'].max():.1%})"
+            )
+        else:
+            named = "; ".join(_flagged_words(row) for _, row in flagged.head(SHOWN).iterrows())
+            more = f" and {len(flagged) - SHOWN} more" if len(flagged) > SHOWN else ""
+            verdict = (
+                f"{len(flagged)} of {len(judged)} judged runs flagged: {named}{more}"
+                + _cause_words(flagged)
+            )
+    skipped = ""
+    if not unjudged.empty:
+        reasons = unjudged.groupby("why_not").size().sort_values(ascending=False)
+        listed = ", ".join(f"{count} with {why}" for why, count in reasons.items())
+        skipped = (
+            f". Not judged, {len(unjudged)} run(s) whose engine has fewer than "
+            f"{MIN_REPETITIONS} one-worker runs of their workload to measure its noise ({listed}): "
+            "add `workers: 1` runs of that architecture to judge them"
+        )
+    baselines = _noise_words(ok)
+    return f"{rule}{verdict}{skipped}." + (f" Baselines: {baselines}." if baselines else "")
+
+
+def _flagged_words(row: pd.Series) -> str:
+    causes = drift_causes(row)
+    why = f": {' and '.join(words for _, words in causes)}" if causes else ""
+    return (
+        f"`{row['run_id']}` ({row['workload']}, {row['config']}: {row['median_ratio']:.2f}× its "
+        f"engine's {1000 * row['baseline_compute_s']:.2f} ms (worst worker "
+        f"{row['worst_ratio']:.2f}×), noise ±{row['tolerance']:.0%}{why})"
+    )
+
+
+def _cause_words(flagged: pd.DataFrame) -> str:
+    """How many flagged runs each part explains."""
+    metered = flagged[flagged["cpu_ratio"].notna()]
     if metered.empty:
         return (
-            " Their records metered no CPU (`timing.compute_core_share_per_rank`), so the note "
-            "cannot say whether a node lacked its virtual core or the work cost more."
+            ". Their records metered no CPU (`timing.compute_core_share_per_rank`), so the note "
+            "cannot say whether a node lacked its virtual core or the work cost more"
         )
     causes = [{part for part, _ in drift_causes(row)} for _, row in metered.iterrows()]
     cores = sum(CORES in found for found in causes)
     cost = sum(COST in found for found in causes)
-    neither = sum(not found for found in causes)
-    both_small = (
-        f", and {neither} moved less than {DRIFT_LIMIT:.0%} in each part but more in the two "
-        "together"
-        if neither
-        else ""
-    )
     return (
-        f" Of the {len(metered)} whose CPU was metered, {cores} had a worker get a different "
-        "share of a core than the baseline while computing (the node did not compute like a "
-        "separate host: cores shared with other nodes, or the run's own threads in its budget), "
-        f"{cost} a worker whose pass took a different amount of its process's CPU than the "
-        "baseline's (the machine's speed when each ran, a capped thread's caches emptied while "
-        "its cap stopped it, as much as the machine's other users took them at the time "
-        "(`python benchmarks/cap_cost.py` measures it), caches shared with nodes computing at "
-        "once, the engine's own call, or other threads of the process working during the pass: "
-        f"a parameter server's gRPC pollers share their process's core){both_small}."
+        f". Of the {len(metered)} whose CPU was metered, {cores} had a worker get a different "
+        "share of a core than its baseline while computing (cores shared with other nodes, or "
+        f"the run's own threads in its budget), {cost} a worker whose pass took more or less "
+        "CPU (caches shared with nodes computing at once, a capped thread's caches emptied "
+        "while its cap stopped it, the machine's speed when each ran, other threads of the "
+        "process working during the pass)"
     )
 
 
-def _dispatch_words(ok: pd.DataFrame) -> str:
+def engine_cost_findings(ok: pd.DataFrame) -> list[str]:
+    """What each engine's pass costs against single's, one worker each on the same cluster, per
+    workload: a property of the engines, not of the emulation, with its 95% interval."""
+    base = engine_baselines(ok) if "emulated" in ok else {}
+    lines = []
+    for workload in sorted({key[1] for key in base}):
+        singles = [key for key in base if key[1] == workload and is_baseline(key[0])]
+        if not singles:
+            continue
+        reference = base[singles[0]]
+        parts = []
+        for key in sorted(base, key=lambda key: sort_key(key[0])):
+            if key[1] != workload or key[2] != singles[0][2] or is_baseline(key[0]):
+                continue
+            ratio = ratio_of_means(base[key].compute_s, reference.compute_s)
+            interval = (
+                f" [{ratio['ci_low']:.2f}, {ratio['ci_high']:.2f}]"
+                if not math.isnan(ratio["ci_low"])
+                else " (one run: no interval)"
+            )
+            parts.append(f"{key[0]} {ratio['ratio']:.2f}×{interval}")
+        if parts:
+            lines.append(
+                f"Each engine's compute pass with one worker on this cluster, against single's "
+                f"{1000 * reference.center_s:.2f} ms ({workload}): "
+                + ", ".join(parts)
+                + _dispatch_words(ok, workload)
+                + ". That is the engine's own cost on any host, so the fidelity verdict judges "
+                "each run against its own engine's."
+            )
+    return lines
+
+
+def _dispatch_words(ok: pd.DataFrame, workload: str) -> str:
     """The engines' own call per compute pass (median per architecture), where records timed it."""
     if "dispatch_s_per_worker" not in ok:
         return ""
+    runs = ok[ok["emulated"] & (ok["workload"] == workload)]
     calls = {}
-    for name, group in ok[ok["emulated"]].groupby("arch"):
+    for name, group in runs.groupby("arch"):
         values = [v for run in group["dispatch_s_per_worker"] for v in run if not math.isnan(v)]
         if values:
             calls[name] = float(np.median(values))
@@ -375,6 +454,6 @@ def _dispatch_words(ok: pd.DataFrame) -> str:
         f"{name} {1000 * calls[name]:.2f} ms" for name in sorted(calls, key=sort_key)
     )
     return (
-        " Of each compute pass, the engine's own call, timed with nothing to compute "
-        f"(`timing.dispatch_s_per_rank`, median per call): {listed}."
+        "; of which the engine's own call, timed with nothing to compute "
+        f"(`timing.dispatch_s_per_rank`, median): {listed}"
     )

@@ -30,6 +30,7 @@ from archbench.analysis import (
     tradeoff,
     transfer,
 )
+from archbench.analysis.fidelity import engine_cost_findings
 from archbench.analysis.fmt import num, plain
 from archbench.analysis.load import Study, factor_column, format_level, level_sort_key, load_study
 from archbench.analysis.section import Column, FigureFile, Section, Table
@@ -292,7 +293,8 @@ def build_sections(study: Study, fig_dir: Path) -> list[Section]:
 
 
 def data_findings(study: Study) -> list[str]:
-    """The last finding: how many runs finished, over how many configurations."""
+    """The last findings: how many runs finished, over how many configurations; what each
+    engine's pass costs against single's where the study ran them with one worker."""
     frame = study.frame
     ok = study.ok
     text = f"{len(ok)} of {len(frame)} runs finished"
@@ -305,7 +307,7 @@ def data_findings(study: Study) -> list[str]:
             f"; {len(reps)} configurations × {num(reps.mean(), 2)} repetitions on average "
             f"over {ok['workload'].nunique()} workload(s)"
         )
-    return [text + "."]
+    return [text + "."] + engine_cost_findings(ok)
 
 
 def collect_findings(study: Study, sections: list[Section]) -> list[str]:
