@@ -113,3 +113,30 @@ def test_a_placement_is_colocated_in_the_data_and_co_located_where_shown() -> No
     assert format_level("colocated") == placement_label("colocated") == "co-located"
     assert format_level("dedicated") == "dedicated" and format_level("one-host") == "one-host"
     assert format_level(2.0) == "2"
+
+
+def test_the_order_gives_each_architectures_link_use_beside_its_verdict(tmp_path: Path) -> None:
+    def metered(record: dict, sent: float, exchange_s: float) -> dict:
+        record["timing"]["comm_s_median"] = exchange_s
+        record["fidelity"] = {
+            "emulated": True,
+            "nodes": {
+                host: {"wire_bytes_sent_per_step": sent, "wire_bytes_received_per_step": sent / 2}
+                for host in record["cluster"]["hosts"]
+            },
+        }
+        return record
+
+    # 1 Gbit is 125 MB/s: 0.9 MB in 10 ms is 72% of it, in 20 ms 36%.
+    records = [metered(_record(f"ring-{i}", "ring", 1000 + i, 0.7), 0.9e6, 0.010) for i in range(2)]
+    records += [metered(_record(f"p2p-{i}", "p2p", 600 + i, 0.7), 0.9e6, 0.020) for i in range(2)]
+    path = write_records(tmp_path / "results.jsonl", records)
+    (row,) = claims_table(load_study(path)).to_dict("records")
+    assert row["why"].endswith("busiest link's use during the exchange: ring 72%, p2p 36%"), row
+    # records that metered no link say nothing of it
+    plain = [_record(f"ring-{i}", "ring", 1000 + i, 0.7) for i in range(2)]
+    plain += [_record(f"p2p-{i}", "p2p", 600 + i, 0.7) for i in range(2)]
+    (row,) = claims_table(load_study(write_records(tmp_path / "plain.jsonl", plain))).to_dict(
+        "records"
+    )
+    assert "link's use" not in row["why"]

@@ -46,8 +46,13 @@ HOW_TO_READ = (
     "repetitions; `claimed` is what the notes assert. `agrees`: the interval lies where the "
     "claim says; `contradicts`: it lies entirely on the other side; `inconclusive`: it "
     "straddles. `why` gives the measurements behind it: the share of the step spent in "
-    "exchange not hidden by overlap (a communication-bound workload spends most of it there), "
+    "exchange not hidden by overlap (a communication-bound workload spends most of it there); "
+    "for the order, how close each architecture's exchange came to the wire (the busiest "
+    "node's bytes per step over the exchange phase, as a share of the link's rate: an "
+    "architecture well below it loses to its own implementation as much as to its bytes); "
     "and, for placement, the bytes the PS host's link moved per step (from the link counters). "
+    "The order compares networked configurations only (a PS with every process on one host "
+    "crosses no link: that is the next claim's comparison). "
     "The notes' 2-4x is the cost of the network (one local server against PS and workers on "
     "hosts of their own); for a dedicated against a co-located PS host they say only "
     "'considerably slower'."
@@ -91,6 +96,19 @@ def _interval(ratio: dict[str, float]) -> str:
 def _exposed_share(runs: pd.DataFrame) -> float:
     share = (runs["exposed_comm_s"] / runs["step_s"]).replace([np.inf, -np.inf], np.nan).dropna()
     return float(share.median()) if len(share) else math.nan
+
+
+def _link_use_words(arms: dict[str, pd.DataFrame]) -> str:
+    """Each arm's median link use during its exchange (where its records metered the links):
+    how close it came to the wire, so a reader sees how much of a ratio is the implementation's
+    exchange rather than the architecture's bytes."""
+    if not all("link_use" in runs for runs in arms.values()):
+        return ""
+    uses = {name: runs["link_use"].dropna() for name, runs in arms.items()}
+    if any(values.empty for values in uses.values()):
+        return ""
+    listed = ", ".join(f"{name} {values.median():.0%}" for name, values in uses.items())
+    return f"; busiest link's use during the exchange: {listed}"
 
 
 def _arm(ok: pd.DataFrame, name: str, placement: str | None) -> pd.DataFrame:
@@ -145,7 +163,8 @@ def ordering_rows(study: Study) -> list[dict]:
                         )
                         if not math.isnan(share)
                         else "no time split recorded"
-                    ),
+                    )
+                    + _link_use_words({better: faster, worse_name: slower}),
                     "ratio": ratio["ratio"],
                     "ci_low": ratio["ci_low"],
                     "ci_high": ratio["ci_high"],

@@ -23,7 +23,7 @@ from archbench.analysis.fmt import placement_label
 from archbench.analysis.labels import data_label, model_label, record_model_labels, short_names
 from archbench.analysis.machine_load import overload_note
 from archbench.analysis.quality import run_metric
-from archbench.bandwidth import bits_or_none
+from archbench.bandwidth import bits_or_none, link_bandwidth_bits
 from archbench.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files
 from archbench.record.keys import BYTES, COUNT, PER_STEP, RATE, REAL_S, SHARE, S, declared
@@ -324,6 +324,25 @@ def _ps_link_bytes(flat: dict[str, Any]) -> float:
     return math.nan
 
 
+def _link_use(flat: dict[str, Any], link: Any) -> float:
+    """The busiest node's bytes per step (the larger direction, from its link's counters) over
+    the exchange phase of the probe steps (`timing.comm_s_median`), as a share of the link's
+    rate: how close the architecture's exchange came to the wire (NaN off an emulated cluster)."""
+    nodes = flat.get("fidelity.nodes")
+    busiest = max(
+        _worst_node(nodes, "wire_bytes_sent_per_step"),
+        _worst_node(nodes, "wire_bytes_received_per_step"),
+    )
+    exchange_s = _number(flat.get("timing.comm_s_median"))
+    try:
+        rate_bits = link_bandwidth_bits(link)
+    except UsageError:  # a link the record names in no form of a rate
+        return math.nan
+    if math.isnan(busiest) or math.isnan(exchange_s) or exchange_s <= 0 or not rate_bits:
+        return math.nan
+    return busiest / exchange_s / (rate_bits / 8)
+
+
 def implausible_values(flat: dict[str, Any]) -> dict[str, str]:
     """{field: what is wrong} for the numbers of a record that are not finite or are outside
     their declared range (a missing one, null, is not among them)."""
@@ -427,6 +446,7 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
         else 1 + (0 if math.isnan(row["companions"]) else row["companions"])
     )
     row["ps_link_bytes_per_step"] = _ps_link_bytes(flat)
+    row["link_use"] = _link_use(flat, record.link)
     epochs = flat.get("timing.epochs")
     row["epochs"] = epochs if isinstance(epochs, list) else []
     derived = placement_from_hosts(record)
