@@ -20,6 +20,7 @@ import numpy as np
 
 from archbench.errors import DamagedDataFile, UsageError
 from archbench.words import tokenize, windows
+from archbench.workloads.files import readable_file_problem
 from archbench.workloads.user_data import load_user_data, parse_user_data
 
 # settings that shape a user's samples (archbench.workloads.user_data)
@@ -362,17 +363,9 @@ def read_documents(
 
 def check_text_file(path: str) -> None:
     """A corpus must be a readable plain file: a folder or a device is named as what it is."""
-    if not os.path.lexists(path):
-        raise UsageError(f"--text-file {path}: no such file")
-    if os.path.isdir(path):
-        raise UsageError(f"--text-file {path}: is a directory, not a text file")
-    if not os.path.isfile(path):
-        raise UsageError(f"--text-file {path}: is not a regular file (a device, socket or pipe)")
-    try:
-        with open(path, "rb") as handle:
-            handle.read(1)
-    except OSError as exc:
-        raise UsageError(f"--text-file {path}: cannot read it ({exc.strerror})") from None
+    problem = readable_file_problem(path)
+    if problem:
+        raise UsageError(f"--text-file {path}: {problem}")
 
 
 def make_text_dataset(text_file: str | None, seq_len: int) -> ArrayDataset:

@@ -101,7 +101,7 @@ def test_doctor_names_the_host_whose_model_or_data_file_differs_or_is_missing(
     assert result.returncode == 1, result.stdout + result.stderr
     assert failures(result, "model") == []
     (line,) = failures(result, "data")
-    assert line.startswith(f"{second}: --dataset csv:{table}: no such file {table}; "), line
+    assert line.startswith(f"{second}: --dataset csv:{table}: {table}: no such file; "), line
 
     result = doctor(*args, *spec_args)  # the same bytes everywhere
     assert result.returncode == 0, result.stdout + result.stderr
@@ -219,5 +219,5 @@ def test_the_probe_reports_a_missing_npy_folder_once(tmp_path: Path):
     folder.mkdir()
     entries = probe_files([], [{"dataset": f"npy:{folder}"}])
     assert [e["problem"] for e in entries] == [
-        f"no such file {folder}/{name}.npy" for name in ("x_train", "y_train", "x_test", "y_test")
+        f"{folder}/{name}.npy: no such file" for name in ("x_train", "y_train", "x_test", "y_test")
     ]

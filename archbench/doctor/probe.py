@@ -23,7 +23,7 @@ import archbench
 from archbench.errors import UsageError
 from archbench.info import collect
 from archbench.record import environment
-from archbench.workloads.files import sha256_of
+from archbench.workloads.files import readable_file_problem, sha256_of
 
 MARKER = "archbench-doctor-probe:"
 # A value a host lacks (a package not installed, a git-less checkout) reads as this.
@@ -81,15 +81,14 @@ def _file_facts(kind: str, spec: str, path: str | None, problem: str | None = No
     """One file's entry: its path and sha256, or what keeps it from being read here."""
     digest = None
     if problem is None and path is not None:
-        if not os.path.lexists(path):
-            problem = f"no such file {path}"
-        elif not os.path.isfile(path):
-            problem = f"{path} is not a regular file"
+        unreadable = readable_file_problem(path)
+        if unreadable:
+            problem = f"{path}: {unreadable}"
         else:
             try:
                 digest = sha256_of(path)
             except OSError as exc:
-                problem = f"cannot read {path} ({exc.strerror or exc})"
+                problem = f"{path}: cannot be read ({exc.strerror or exc})"
     return {"kind": kind, "spec": spec, "file": path, "sha256": digest, "problem": problem}
 
 

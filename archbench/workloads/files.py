@@ -28,6 +28,23 @@ def sha256_of(path: str) -> str:
     return _DIGESTS[key]
 
 
+def readable_file_problem(path: str) -> str | None:
+    """What stops a run reading `path` as a plain file (missing, a folder, a device, socket or
+    pipe, unreadable), in words that follow the path; None when it reads."""
+    if not os.path.lexists(path):
+        return "no such file"
+    if os.path.isdir(path):
+        return "is a directory, not a file"
+    if not os.path.isfile(path):
+        return "is not a regular file (a device, socket or pipe)"
+    try:
+        with open(path, "rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    return None
+
+
 def short_digest(digest: str) -> str:
     """A digest as a one-line message shows it: enough hex to tell two versions apart."""
     return f"{digest[:8]}…"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from archbench.errors import UsageError
 from archbench.jsonl import loads
-from archbench.workloads.files import sha256_of
+from archbench.workloads.files import readable_file_problem, sha256_of
 
 SAVED_SUFFIXES = (".keras", ".h5")
 FORMS = "FILE.py:FUNCTION, package.module:FUNCTION, or a saved model FILE.keras / FILE.h5"
@@ -107,17 +107,9 @@ def check_model_file(source: ModelSource) -> None:
 
 
 def _check_regular_file(path: str) -> None:
-    if not os.path.lexists(path):
-        raise UsageError(f"--model {path}: no such file")
-    if os.path.isdir(path):
-        raise UsageError(f"--model {path}: is a directory, not a model file")
-    if not os.path.isfile(path):
-        raise UsageError(f"--model {path}: is not a regular file")
-    try:
-        with open(path, "rb") as handle:
-            handle.read(1)
-    except OSError as exc:
-        raise UsageError(f"--model {path}: cannot read it ({exc.strerror})") from None
+    problem = readable_file_problem(path)
+    if problem:
+        raise UsageError(f"--model {path}: {problem}")
 
 
 def _find_module(name: str, spec: str):

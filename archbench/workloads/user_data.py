@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from archbench.errors import UsageError
-from archbench.workloads.files import sha256_of
+from archbench.workloads.files import readable_file_problem, sha256_of
 from archbench.workloads.task import is_regression
 
 FORMS = ("npz", "npy", "csv", "series")
@@ -87,17 +87,10 @@ def check_files(data: UserData) -> None:
         what = "no such folder" if not os.path.lexists(data.path) else "not a folder"
         raise UsageError(f"--dataset npy:{data.path}: {what} (a folder of x_train.npy, ...)")
     for path in data.files():
-        if not os.path.lexists(path):
-            raise UsageError(f"--dataset {data.form}:{data.path}: no such file {path}")
-        if not os.path.isfile(path):
-            raise UsageError(f"--dataset {data.form}:{data.path}: {path} is not a regular file")
-        try:
-            with open(path, "rb") as handle:
-                handle.read(1)
-        except OSError as exc:
-            raise UsageError(
-                f"--dataset {data.form}:{data.path}: cannot read {path} ({exc.strerror})"
-            ) from None
+        problem = readable_file_problem(path)
+        if problem:
+            where = "" if path == data.path else f"{path}: "
+            raise UsageError(f"--dataset {data.form}:{data.path}: {where}{problem}")
 
 
 @dataclass(frozen=True)
