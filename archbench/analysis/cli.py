@@ -24,6 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="where to write the report (default: <study folder>/report)",
     )
+    parser.add_argument(
+        "--answer",
+        action="store_true",
+        help="print only the answer table (per workload and setting: the fastest configuration, "
+        "by how much over the next, how sure) as Markdown, and write nothing",
+    )
     parser.set_defaults(func=run)
 
 
@@ -31,6 +37,12 @@ def run(args: argparse.Namespace) -> int:
     # deferred: pandas and matplotlib are only needed once the command really runs
     from archbench.analysis.report import write_report
 
+    if args.answer:
+        from archbench.analysis.answer import answer_markdown, answer_table
+        from archbench.analysis.load import load_study
+
+        print(answer_markdown(answer_table(load_study(args.study))))
+        return 0
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a folder")
     try:

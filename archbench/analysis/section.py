@@ -70,3 +70,28 @@ class Section:
     def skip(self, what: str, why: str) -> Section:
         self.skipped.append(f"{what}: {why}")
         return self
+
+
+def display_rows(table: Table) -> tuple[list[str], list[list[str]]]:
+    """A table's header and cells as the report shows them."""
+    frame = table.frame
+    columns = table.columns or [Column(c, c, plain) for c in frame.columns]
+    columns = [c for c in columns if c.name in frame.columns]
+    # Columns that say nothing here (all n/a) are dropped.
+    columns = [c for c in columns if frame[c.name].notna().any()]
+    headers = [c.header for c in columns]
+    rows = [[c.cell(row[c.name]) for c in columns] for _, row in frame.iterrows()]
+    return headers, rows
+
+
+def markdown_table(table: Table) -> list[str]:
+    """The table's lines in Markdown (cells escaped)."""
+    headers, rows = display_rows(table)
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |"]
+    lines.append("|" + "|".join("---" for _ in headers) + "|")
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines
