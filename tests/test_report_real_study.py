@@ -84,8 +84,8 @@ def test_every_figure_is_written_as_png_and_svg_and_inlined_in_the_html(report_d
 def test_findings_come_first_and_skipped_parts_say_why(report_dir):
     markdown = (report_dir / "report.md").read_text()
     sections = markdown.split("\n## ")
-    assert sections[1].startswith("Findings")
-    findings = [line for line in sections[1].splitlines() if line.startswith("- ")]
+    assert sections[1].startswith("The answer") and sections[2].startswith("Findings")
+    findings = [line for line in sections[2].splitlines() if line.startswith("- ")]
     assert len(findings) >= 5
     assert any("single-process baseline" in line for line in findings)
     assert any("Spearman" in line for line in findings)
@@ -189,3 +189,28 @@ def test_effect_of_the_architecture_on_time_per_epoch_is_the_anova_eta_squared(
     assert row["n"] == 12
     # The model is the workload, not a configuration factor: it is not ranked.
     assert "model" not in set(ranking["factor"])
+
+
+def test_the_answer_names_the_fastest_candidate_of_the_raw_records(report_dir, ok_records):
+    answer = table(report_dir, "answer")
+    assert len(answer) >= 1
+    for _, row in answer.iterrows():
+        workers = int(row["workers"])
+        means = {}
+        for record in ok_records:
+            if record["config"]["model"] != row["workload"]:
+                continue
+            # the study varies the per-worker batch: a setting compares runs at one batch
+            if "batch_size" in answer and record["config"]["batch_size"] != row["batch_size"]:
+                continue
+            arch = record["config"]["arch"]
+            if arch == "single":
+                key = "one process"
+            elif record["cluster"]["num_workers"] == workers:
+                key = arch
+            else:
+                continue
+            means.setdefault(key, []).append(record["timing"]["samples_per_s"])
+        best = max(means, key=lambda name: np.mean(means[name]))
+        assert row["fastest"] == best, (row, means)
+        assert row["samples_per_s"] == pytest.approx(np.mean(means[best]), rel=1e-9)
