@@ -35,12 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # deferred: pandas and matplotlib are only needed once the command really runs
+    from archbench.analysis.answer import answer_markdown, answer_table
+    from archbench.analysis.load import load_study
     from archbench.analysis.report import write_report
 
     if args.answer:
-        from archbench.analysis.answer import answer_markdown, answer_table
-        from archbench.analysis.load import load_study
-
         print(answer_markdown(answer_table(load_study(args.study))))
         return 0
     if args.out is not None and args.out.exists() and not args.out.is_dir():
