@@ -5,6 +5,8 @@ fit       fits the model's few free parameters on part of a study's runs and sav
 validate  predicts the study's other configurations with that fit, and reports the error per
           architecture (MAPE and worst case) with a predicted-vs-measured figure;
 whatif    predicted scaling curves of ring / p2p / ps for larger clusters than the one at hand.
+map       per workload, the architecture predicted fastest over two axes (workers, bandwidth,
+          latency, model size) and where the winner changes (crossover_report).
 """
 
 from __future__ import annotations
@@ -185,6 +187,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", default=None, help=f"figure stem (default <study>/report/{WHATIF_NAME})"
     )
     whatif.set_defaults(func=run_whatif)
+
+    crossover = actions.add_parser(
+        "map", help="which architecture is predicted fastest over two axes, and where that changes"
+    )
+    crossover.add_argument("study", help="study folder (runs/<study>/) holding run records")
+    for flag, default in (("--x", "workers"), ("--y", "bandwidth")):
+        crossover.add_argument(
+            flag, default=default, choices=("workers", "bandwidth", "latency", "model-size"),
+            help=f"axis (default {default})",
+        )  # fmt: skip
+    for flag, example, held in (
+        ("--workers", "2:64", "the workload's most common"),
+        ("--bandwidth", "100mbit:100gbit", "the workload's most common link"),
+        ("--latency", "10us:10ms", "the calibration's α"),
+        ("--model-size", "100kB:1GB", "the model's own gradient bytes"),
+    ):  # fmt: skip
+        crossover.add_argument(
+            flag, default=None, metavar="LO:HI|VALUE",
+            help=f"as an axis its range (default {example}), else the value it is held at "
+            f"(default {held})",
+        )  # fmt: skip
+    crossover.add_argument(
+        "--points", type=int, default=25, help="grid values per axis, 3 to 100 (default 25)"
+    )
+    crossover.add_argument(
+        "--fit", default=None, help=f"a saved fit (default <study>/report/{FIT_NAME}, else fit now)"
+    )
+    crossover.add_argument(
+        "--calibration", default=None, help="microbench results.jsonl (default the study's own)"
+    )
+    crossover.add_argument("--out", default=None, help="folder (default <study>/map/)")
+    crossover.add_argument("--json", action="store_true", help="machine-readable output")
+    crossover.set_defaults(func=run_map)
 
 
 # --------------------------------------------------------------------------- fit / validate
@@ -505,3 +540,13 @@ def run_whatif(args: argparse.Namespace) -> int:
             print("  " + describe_walls(label, curve, singles[model]))
     print(f"figure: {', '.join(map(str, paths))}", file=sys.stdout)
     return 0
+
+
+# --------------------------------------------------------------------------- crossover map
+
+
+def run_map(args: argparse.Namespace) -> int:
+    # deferred: the map and its figures (matplotlib) load only for `model map`
+    from archbench.perfmodel.optimize.crossover_report import run_map as map_study
+
+    return map_study(args, study_calibration)
