@@ -290,6 +290,21 @@ def test_fit_then_validate_never_scores_fitted_runs(tmp_path: Path, capsys) -> N
     assert (study / "report" / "perfmodel_validation.svg").stat().st_size > 0
     out = capsys.readouterr().out
     assert "MAPE" in out and "noise floor" in out
+    # the ranking over the same held-out configurations: every setting counted once, each
+    # ranked one a pick among its candidates, as the text says
+    ranking = validation["ranking"]
+    assert (
+        ranking["right"] + ranking["within_noise"] + ranking["wrong"]
+        == len(ranking["settings_ranked"])
+        == ranking["ranked_settings"]
+        <= ranking["settings"]
+    )
+    for setting in ranking["settings_ranked"]:
+        assert setting["candidates"] >= 2 and setting["cost"] >= 1.0
+        assert (setting["verdict"] == "right") == (
+            setting["predicted_fastest"] == setting["measured_fastest"]
+        )
+    assert f"picked the measured fastest in {ranking['right']} of" in out
 
 
 def test_validate_by_default_fits_two_workers_and_scores_more(tmp_path: Path, capsys) -> None:

@@ -44,6 +44,7 @@ from archbench.perfmodel.fit.fitting import (
     split_where,
     split_workers,
 )
+from archbench.perfmodel.fit.ranking import Ranked, rank_settings, ranking_summary, ranking_text
 from archbench.perfmodel.fit.records import Observation, study_observations
 from archbench.perfmodel.measure.calibration import (
     Calibration,
@@ -413,6 +414,9 @@ def run_validate(args: argparse.Namespace) -> int:
         )
     rows = score(test, params, calib)
     summary = error_summary(rows)
+    setting_of = {o.config_key: setting_name(o) for o in test}
+    ranked = rank_settings(rows, setting_of)
+    ranking = ranking_summary(ranked, len(set(setting_of.values())))
     report = study / "report"
     figure_paths = figures.predicted_vs_measured(
         rows, f"{study.name}: held-out configurations ({len(rows)})", report / VALIDATION_NAME
@@ -420,13 +424,32 @@ def run_validate(args: argparse.Namespace) -> int:
     write_json_atomic(report / f"{VALIDATION_NAME}.json", {
         "study": str(study), "fit": str(fit_path), "split": fit["split"],
         "summary": summary, "rows": [_row_json(r) for r in rows],
+        "ranking": {**ranking, "settings_ranked": [_ranked_json(r) for r in ranked]},
         "figures": [str(p) for p in figure_paths],
     })  # fmt: skip
-    table = validation_table(rows, summary)
+    table = validation_table(rows, summary) + "\n" + ranking_text(ranked, ranking)
     (report / f"{VALIDATION_NAME}.md").write_text(table, encoding="utf-8")
     print(table)
     print(f"figure: {', '.join(map(str, figure_paths))}")
     return 0
+
+
+def setting_name(obs: Observation) -> str:
+    """The setting a held-out configuration competes in: workload, workers and link."""
+    config = obs.config
+    bits = config.bandwidth_bits
+    link = "unshaped" if bits is None else f"{bits / 1e6:g} Mbit/s"
+    return (
+        f"{config.model}, batch {config.batch_size}/worker, {config.num_workers} workers, {link}"
+    )
+
+
+def _ranked_json(ranked: Ranked) -> dict[str, Any]:
+    return {
+        "setting": ranked.setting, "candidates": ranked.candidates,
+        "predicted_fastest": ranked.picked.label, "measured_fastest": ranked.fastest.label,
+        "verdict": ranked.verdict, "cost": ranked.cost,
+    }  # fmt: skip
 
 
 def _row_json(row: Scored) -> dict[str, Any]:
