@@ -37,9 +37,11 @@ def claim() -> str:
 
 
 def release() -> None:
-    """Removes the folder and what is in it; call before os._exit."""
+    """Removes the folder and what is in it; call before os._exit. Later temporary files of the
+    process go to the usual folder again."""
     if _claimed is not None:
         shutil.rmtree(_claimed, ignore_errors=True)
+        tempfile.tempdir = None
 
 
 def _host() -> str:

@@ -182,6 +182,9 @@ class StopSignalWatcher:
     def _wait(self) -> None:
         received = signal.sigwait(set(STOP_SIGNALS))
         name = signal.Signals(received).name
+        # First what takes no time: a launcher that stops a job kills what still runs after its
+        # grace period, and on a loaded machine the record below can take longer than that.
+        scratch.release()
         state = self.state
         if state is not None and state.is_chief:
             state.write(
@@ -194,7 +197,6 @@ class StopSignalWatcher:
             )
         rank = state.place.rank if state is not None else "?"
         print(f"archbench: rank {rank} stopped by {name}", file=sys.stderr, flush=True)
-        scratch.release()
         os._exit(128 + received)
 
 

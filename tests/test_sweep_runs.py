@@ -446,8 +446,9 @@ def test_the_demo_study_covers_every_architecture_and_each_placement(tmp_path):
     assert local.returncode == 0, local.stderr
     # one host: PS placement means nothing there, so (1 single + 2 ring + 2 p2p + 2 ps) x 3
     # repetitions, and the also: blocks: (ring, p2p, ps traced + single) x 2 on the cnn, async
-    # ps x 3, fp16 ring x 3
-    assert len(local.stdout.splitlines()) == 21 + 8 + 3 + 3
+    # ps x 3, fp16 ring x 3, and each architecture with one worker x 3 (the fidelity verdict's
+    # baselines; one host's single is the one the design already runs)
+    assert len(local.stdout.splitlines()) == 21 + 8 + 3 + 3 + 9
     from archbench.sweep.hosts import emulation_unavailable
 
     if emulation_unavailable():
@@ -457,8 +458,13 @@ def test_the_demo_study_covers_every_architecture_and_each_placement(tmp_path):
     commands = [line for line in emulated.stdout.splitlines() if not line.startswith("#")]
     # (2 single + 2 ring + 2 p2p + 5 ps) x 3 repetitions: the single baseline of W workers
     # computes beside W - 1 companions; ps on a dedicated host, beside a worker, and (2 workers
-    # only, within a host's 4 virtual cores) every process on one host; and the also: blocks
-    assert len(commands) == 33 + 8 + 3 + 3
+    # only, within a host's 4 virtual cores) every process on one host; and the also: blocks,
+    # the last one each architecture with one worker and nothing beside it
+    assert len(commands) == 33 + 8 + 3 + 3 + 12
+    alone = [c for c in commands if "-np 1 " in c and "--companions" not in c]
+    assert {
+        arch for arch in ("single", "ring", "p2p") if any(f"--arch {arch} " in c for c in alone)
+    } == {"single", "ring", "p2p"}
     traced = [command for command in commands if "--timeline-file" in command]
     assert len(traced) == 6 and all("--model cnn" in command for command in traced)
     for words in (

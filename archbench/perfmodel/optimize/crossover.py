@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import Any
 
-from archbench.archs import has_servers, sort_key
+from archbench.archs import has_servers, owns_shards, sort_key
 from archbench.bandwidth import format_bits, parse_bandwidth
 from archbench.errors import UsageError
 from archbench.perfmodel.fit.records import Observation, cpu_sharing_ranks
@@ -303,7 +303,7 @@ def candidate_label(config: StepConfig) -> str:
     parts = [config.arch]
     if not config.sync:
         parts.append("async")
-    if config.arch == "p2p" and config.p2p_schedule != "staggered":
+    if owns_shards(config.arch) and config.p2p_schedule != "staggered":  # the shard exchange
         parts.append(config.p2p_schedule)
     if config.compression and config.compression != "none":
         parts.append(config.compression)
