@@ -294,16 +294,19 @@ def test_fit_then_validate_never_scores_fitted_runs(tmp_path: Path, capsys) -> N
     # ranked one a pick among its candidates, as the text says
     ranking = validation["ranking"]
     assert (
-        ranking["right"] + ranking["within_noise"] + ranking["wrong"]
+        ranking["right"] + ranking["too_close_to_call"] + ranking["wrong"]
         == len(ranking["settings_ranked"])
         == ranking["ranked_settings"]
         <= ranking["settings"]
     )
     for setting in ranking["settings_ranked"]:
         assert setting["candidates"] >= 2 and setting["cost"] >= 1.0
-        assert (setting["verdict"] == "right") == (
-            setting["predicted_fastest"] == setting["measured_fastest"]
-        )
+        # a right pick is the measured fastest, a wrong one is not (a too-close call either)
+        if setting["verdict"] in ("right", "wrong"):
+            assert (setting["verdict"] == "right") == (
+                setting["predicted_fastest"] == setting["measured_fastest"]
+            )
+    assert ranking["ranked_settings"] > 0
     assert f"picked the measured fastest in {ranking['right']} of" in out
 
 

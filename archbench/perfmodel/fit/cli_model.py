@@ -44,7 +44,13 @@ from archbench.perfmodel.fit.fitting import (
     split_where,
     split_workers,
 )
-from archbench.perfmodel.fit.ranking import Ranked, rank_settings, ranking_summary, ranking_text
+from archbench.perfmodel.fit.ranking import (
+    Ranked,
+    rank_settings,
+    ranking_summary,
+    ranking_text,
+    settings_of,
+)
 from archbench.perfmodel.fit.records import Observation, study_observations
 from archbench.perfmodel.measure.calibration import (
     Calibration,
@@ -414,7 +420,8 @@ def run_validate(args: argparse.Namespace) -> int:
         )
     rows = score(test, params, calib)
     summary = error_summary(rows)
-    setting_of = {o.config_key: setting_name(o) for o in test}
+    # a setting: what held-out configurations share but the architecture choice (ranking.py)
+    setting_of = settings_of(test)
     ranked = rank_settings(rows, setting_of)
     ranking = ranking_summary(ranked, len(set(setting_of.values())))
     report = study / "report"
@@ -434,21 +441,15 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def setting_name(obs: Observation) -> str:
-    """The setting a held-out configuration competes in: workload, workers and link."""
-    config = obs.config
-    bits = config.bandwidth_bits
-    link = "unshaped" if bits is None else f"{bits / 1e6:g} Mbit/s"
-    return (
-        f"{config.model}, batch {config.batch_size}/worker, {config.num_workers} workers, {link}"
-    )
-
-
 def _ranked_json(ranked: Ranked) -> dict[str, Any]:
     return {
         "setting": ranked.setting, "candidates": ranked.candidates,
         "predicted_fastest": ranked.picked.label, "measured_fastest": ranked.fastest.label,
         "verdict": ranked.verdict, "cost": ranked.cost,
+        "runner_up": ranked.runner_up.label,
+        "predicted_fastest_measured_s": ranked.picked.measured_s,
+        "measured_fastest_s": ranked.fastest.measured_s,
+        "gap_pct": ranked.gap * 100, "noise_floor_pct": ranked.noise * 100,
     }  # fmt: skip
 
 
