@@ -14,7 +14,6 @@ from record_files import read_records, write_records
 
 from archbench.analysis.fidelity import (
     CORES,
-    COST,
     drift_causes,
     drift_table,
     fidelity_notes,
@@ -115,7 +114,7 @@ def test_library_default_is_recorded_as_such(
     assert record["comm"]["allreduce_algorithm"] == "mpi:default"
 
 
-def test_fidelity_check_flags_a_crowded_run_and_not_the_same_run_uncrowded(
+def test_fidelity_check_flags_a_crowded_node_and_judges_every_run_against_the_measured_noise(
     emulated_cluster: EmulatedCluster, tmp_path: Path
 ) -> None:
     out = tmp_path / "fidelity.jsonl"
@@ -128,19 +127,25 @@ def test_fidelity_check_flags_a_crowded_run_and_not_the_same_run_uncrowded(
     def p2p(hosts: str, ranks: int, run_id: str) -> list[str]:
         return _mpirun(hosts, ranks, "--arch", "p2p", "--run-id", run_id, *common)
 
-    # D was chosen for one busy thread per node, filling half the machine's cores. Twelve
-    # ranks on the three nodes (four each, within a node's four virtual cores) want 12/D of a
-    # core, half again what the machine has: each thread gets less than its cap and waits for a
-    # core. The engine's one-worker runs, its baseline, run between the others as a study's
-    # blocked order runs them, so their spread holds the machine's noise over the test. Five of
-    # them: with three, Student's t (4.3) widens the interval so much that on a busy machine a
-    # run 1.5x as slow fell inside it (a clean-clone CI beside another); with five it is 2.8.
+    # Two ways a user crowds an emulated cluster, between the engine's one-worker runs (its
+    # baseline, run between the others as a study's blocked order runs them, so their spread
+    # holds the machine's noise over the test; five of them, as Student's t with three (4.3)
+    # widens the interval past a 1.5x drift on a busy machine):
+    # - crowded-node: eight ranks on one node of four virtual cores. The node's cap holds its
+    #   threads to four virtual cores together, so each rank computes on about half of one,
+    #   on any machine: a host of four cores would do the same, and the verdict must flag it.
+    # - crowded-machine: twelve ranks on the three nodes (four each, within every node's
+    #   virtual cores) want 12/D of a core, where D was chosen for one busy thread per node
+    #   filling half the machine: the machine cannot give every node its virtual cores, which
+    #   the machine-side check names whatever the noise; how far the compute drifts then
+    #   depends on what else the machine runs (1.13-2.1x measured), so only the meters are held.
     order = {
         "base-1": p2p(node1, 1, "base-1"),
         "uncrowded": p2p(f"{node1},{node2},{node3}", 3, "uncrowded"),
         "base-2": p2p(node2, 1, "base-2"),
+        "crowded-node": p2p(f"{node1}:8", 8, "crowded-node"),
         "base-3": p2p(node3, 1, "base-3"),
-        "crowded": p2p(f"{node1}:4,{node2}:4,{node3}:4", 12, "crowded"),
+        "crowded-machine": p2p(f"{node1}:4,{node2}:4,{node3}:4", 12, "crowded-machine"),
         "base-4": p2p(node1, 1, "base-4"),
         "base-5": p2p(node2, 1, "base-5"),
     }
@@ -154,28 +159,24 @@ def test_fidelity_check_flags_a_crowded_run_and_not_the_same_run_uncrowded(
 
     study = load_study(out)
     table = drift_table(study.ok).set_index("run_id")
-    assert set(table.index) == {"uncrowded", "crowded"}, table
+    assert set(table.index) == {"uncrowded", "crowded-node", "crowded-machine"}, table
     assert table["judged"].all() and (table["baseline_runs"] == 5).all(), table
-    crowded, uncrowded = table.loc["crowded"], table.loc["uncrowded"]
-    # Two thirds of a virtual core per rank makes the compute half again as long, further from
-    # the baseline than the same engine uncrowded; the meter sees the crowding as less of a
-    # virtual core while computing (a process's threads are capped at one virtual core
-    # together; a meter that counted another busy thread of the process would read about 2).
-    assert crowded["median_ratio"] > 1.2 and crowded["drift"] > uncrowded["drift"], table
-    assert crowded["core_share"] < 0.8 * crowded["baseline_core_share"], table
-    # The machine's side of the check names it whatever the noise: its threads waited for a core.
-    assert "crowded" in set(oversubscribed(study.ok)["run_id"])
-    # The verdict flags it where the baseline's own repetitions were steadier than its drift.
-    # On a machine busy with other work they were not (one-worker passes 8.9-12.9 ms a minute
-    # apart, beside another test suite), and the verdict then says the noise was too large to
-    # tell, rather than flagging by a fixed rule: both outcomes are checked against the noise.
-    outside = abs(math.log(crowded["median_ratio"])) > math.log1p(crowded["tolerance"])
-    assert bool(crowded["flagged"]) == outside, table
-    if crowded["flagged"]:
-        causes = [part for part, _ in drift_causes(crowded)]
-        assert set(causes) & {CORES, COST}, table
-        (note,) = [line for line in fidelity_notes(study.ok) if line.startswith("Fidelity")]
-        assert "judged runs flagged: `crowded`" in note  # named first: ordered by drift
+    node, machine = table.loc["crowded-node"], table.loc["crowded-machine"]
+    # The meters see both as less of a virtual core while computing (a process's threads are
+    # capped at one virtual core together; a meter that counted another busy thread of the
+    # process would read about 2).
+    for crowded in (node, machine):
+        assert crowded["core_share"] < 0.8 * crowded["baseline_core_share"], table
+    assert "crowded-machine" in set(oversubscribed(study.ok)["run_id"])
+    # The crowded node is flagged, for the cores its ranks did not get.
+    assert node["flagged"] and node["median_ratio"] > 1 + node["tolerance"], table
+    assert CORES in [part for part, _ in drift_causes(node)], table
+    (note,) = [line for line in fidelity_notes(study.ok) if line.startswith("Fidelity")]
+    assert "`crowded-node`" in note, note
+    # Every verdict is the measured noise's: flagged exactly where the drift lies outside it.
+    for _, row in table.iterrows():
+        outside = abs(math.log(row["median_ratio"])) > math.log1p(row["tolerance"])
+        assert bool(row["flagged"]) == outside, table
     for record in records.values():
         shares = record["timing"]["compute_core_share_per_rank"]
         assert all(0 < share <= 1.3 for share in shares), (record["run_id"], shares)
