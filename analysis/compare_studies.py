@@ -15,13 +15,12 @@ To adapt: another metric is the METRIC line (any number column of `load_study(..
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from archbench.analysis import plotting
+from archbench.analysis import plotting, script
 from archbench.analysis.load import load_study
 from archbench.analysis.stats import ratio_of_means
 from archbench.archs import sort_key
@@ -75,16 +74,8 @@ def main() -> None:
     ax.set_xlabel(f"{LABEL} ratio, {args.b.name} ÷ {args.a.name} (×)")
     plotting.legend_outside(fig, [ax], ncol=3)
     plotting.set_title(fig, f"{args.b.name} against {args.a.name}: {LABEL} per configuration")
-    folder = args.b if args.b.is_dir() else args.b.parent  # or a records file's
-    out = args.out or folder / "figures" / f"{Path(__file__).stem}.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, bbox_inches="tight")
-    print(out)
+    script.save_figure(fig, args.b, __file__, args.out)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except UsageError as error:  # bad input: one line, exit 2, nothing written
-        print(f"{Path(__file__).name}: {error}", file=sys.stderr)
-        sys.exit(error.exit_code)
+    script.run(main, __file__)

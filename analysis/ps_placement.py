@@ -15,12 +15,11 @@ To adapt: another metric is the METRIC line (any number column of `load_study(..
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from matplotlib import ticker
 
-from archbench.analysis import arch_rows, plotting
+from archbench.analysis import arch_rows, plotting, script
 from archbench.analysis.fmt import placement_label
 from archbench.analysis.load import load_study
 from archbench.analysis.stats import best_per_group, mean_ci_halfwidth, per_config
@@ -81,16 +80,8 @@ def main() -> None:
         plotting.panel_title(ax, workload)
     plotting.legend_outside(fig, axes)
     plotting.set_title(fig, f"{study.name}: PS placement" + (f" ({mode} PS)" if mode else ""))
-    folder = args.study if args.study.is_dir() else args.study.parent  # or a records file's
-    out = args.out or folder / "figures" / f"{Path(__file__).stem}.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, bbox_inches="tight")
-    print(out)
+    script.save_figure(fig, args.study, __file__, args.out)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except UsageError as error:  # bad input: one line, exit 2, nothing written
-        print(f"{Path(__file__).name}: {error}", file=sys.stderr)
-        sys.exit(error.exit_code)
+    script.run(main, __file__)

@@ -15,12 +15,11 @@ table, in seconds; e.g. "comm_s" for the whole exchange, hidden or not).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from archbench.analysis import plotting
+from archbench.analysis import plotting, script
 from archbench.analysis.load import load_study
 from archbench.analysis.timesplit import bar_label, timesplit_table
 from archbench.errors import UsageError
@@ -77,16 +76,8 @@ def main() -> None:
         plotting.panel_title(ax, workload)
     plotting.legend_outside(fig, axes)
     plotting.set_title(fig, f"{study.name}: where a step's time goes (%: exposed share)")
-    folder = args.study if args.study.is_dir() else args.study.parent  # or a records file's
-    out = args.out or folder / "figures" / f"{Path(__file__).stem}.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, bbox_inches="tight")
-    print(out)
+    script.save_figure(fig, args.study, __file__, args.out)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except UsageError as error:  # bad input: one line, exit 2, nothing written
-        print(f"{Path(__file__).name}: {error}", file=sys.stderr)
-        sys.exit(error.exit_code)
+    script.run(main, __file__)
