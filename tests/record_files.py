@@ -6,7 +6,8 @@ archbench's writer never leaves one. `write_records` writes records the way
 archbench.record.append_record does, one JSON object a line, then `tail` as it is (a cut line,
 say). `built_record` is a record of today's schema made by archbench's own builder
 (archbench.record.build_record) from the sections a test gives; `minimal_record` is the smallest
-ok run record the report reads, as an older writer (schema 2) left it.
+ok run record the report reads, as an older writer (schema 2) left it; `timed_record` is an ok
+run of any architecture with only what the report's comparisons read (schema 1).
 """
 
 from __future__ import annotations
@@ -62,3 +63,52 @@ def minimal_record(run_id: str, lr: float, **timing: float) -> dict[str, Any]:
     times = {"samples_per_s": 1000.0, "step_s_median": 0.032, "epoch_s": 60.0, **timing}
     return {"schema": "archbench.run/2", "run_id": run_id, "status": "ok", "config": config,
             "timing": times}  # fmt: skip
+
+
+def timed_record(
+    run_id: str,
+    arch: str,
+    workers: int,
+    samples_per_s: float,
+    *,
+    model: str = "mlp",
+    hosts: list[str] | None = None,
+    timing: dict[str, float] | None = None,
+    factors: dict[str, Any] | None = None,
+    **config: Any,
+) -> dict[str, Any]:
+    """An ok run of `arch` with `workers` workers of batch 32 on 1 Gbit/s links at this rate
+    (its median step the global batch over it): a PS run has one server, the first process, on
+    a host of its own unless `hosts` places it; `config` adds settings, `timing` more times."""
+    servers = 1 if arch == "ps" else 0
+    world = 1 if arch == "single" else workers + servers
+    record = {
+        "schema": 1,
+        "run_id": run_id,
+        "status": "ok",
+        "config": {
+            "arch": arch,
+            "model": model,
+            "dataset": "fashion_mnist",
+            "batch_size": 32,
+            "global_batch_size": 32 * workers,
+            "num_ps": servers,
+            "sync": "sync" if arch == "ps" else None,
+            **config,
+        },  # fmt: skip
+        "cluster": {
+            "num_workers": workers,
+            "hosts": hosts or [f"n{k}" for k in range(1, world + 1)],
+            "roles": ["ps"] * servers + ["worker"] * (world - servers),
+            "link": "1gbit",
+        },
+        "timing": {
+            "samples_per_s": samples_per_s,
+            "step_s_median": 32 * workers / samples_per_s,
+            **(timing or {}),
+        },
+        "result": {"test_accuracy": 0.7},
+    }
+    if factors is not None:
+        record["factors"] = factors
+    return record

@@ -9,39 +9,16 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, launch_env
-from record_files import write_records
+from record_files import timed_record, write_records
 
 from archbench.analysis.answer import answer_markdown, answer_table
 from archbench.analysis.load import load_study
 
 
-def _record(run_id: str, arch: str, workers: int, rate: float, model: str = "mlp", **more) -> dict:
-    servers = 1 if arch == "ps" else 0
-    world = workers + servers if arch != "single" else 1
-    hosts = [f"n{k}" for k in range(1, world + 1)]
-    roles = ["ps"] * servers + ["worker"] * (world - servers)
-    return {
-        "schema": 1,
-        "run_id": run_id,
-        "status": "ok",
-        "config": {
-            "arch": arch,
-            "model": model,
-            "dataset": "fashion_mnist",
-            "batch_size": 32,
-            "global_batch_size": 32 * workers,
-            "num_ps": servers,
-            "sync": "sync" if arch == "ps" else None,
-            **more,
-        },  # fmt: skip
-        "cluster": {"num_workers": workers, "hosts": hosts, "roles": roles, "link": "1gbit"},
-        "timing": {"samples_per_s": rate, "step_s_median": 32 * workers / rate},
-        "result": {"test_accuracy": 0.7},
-    }
-
-
 def _runs(name: str, arch: str, workers: int, rates: list[float], **more) -> list[dict]:
-    return [_record(f"{name}-{k}", arch, workers, rate, **more) for k, rate in enumerate(rates)]
+    return [
+        timed_record(f"{name}-{k}", arch, workers, rate, **more) for k, rate in enumerate(rates)
+    ]
 
 
 def test_the_answer_names_the_fastest_by_how_much_and_how_sure(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from record_files import write_records
+from record_files import timed_record, write_records
 
 from archbench.analysis.claims import claims_table, findings
 from archbench.analysis.fmt import placement_label
@@ -16,40 +16,15 @@ from archbench.analysis.load import format_level, load_study, normalise_placemen
 
 
 def _record(run_id: str, arch: str, rate: float, exposed: float, placement: str = "") -> dict:
-    workers = 2
+    """Two workers; a PS run's server beside a worker unless `placement` says otherwise."""
+    hosts, factors = None, {"arch": arch, "workers": 2}
     if arch == "ps":
         hosts = {"dedicated": ["n1", "n2", "n3"], "one-host": ["n1", "n1", "n1"]}.get(
             placement, ["n1", "n1", "n2"]
         )
-        roles = ["ps", "worker", "worker"]
-    else:
-        hosts, roles = ["n1", "n2"], ["worker", "worker"]
-    factors = {"arch": arch, "workers": workers}
-    if arch == "ps":
         factors["placement"] = placement
-    return {
-        "schema": 1,
-        "run_id": run_id,
-        "status": "ok",
-        "config": {
-            "arch": arch,
-            "model": "mlp",
-            "dataset": "fashion_mnist",
-            "batch_size": 32,
-            "global_batch_size": 64,
-            "num_ps": 1 if arch == "ps" else 0,
-            "sync": "sync" if arch == "ps" else None,
-        },  # fmt: skip
-        "cluster": {"num_workers": workers, "hosts": hosts, "roles": roles, "link": "1gbit"},
-        "timing": {
-            "samples_per_s": rate,
-            "step_s_median": 64 / rate,
-            "exposed_comm_s": exposed * 64 / rate,
-            "compute_s_median": 0.001,
-        },  # fmt: skip
-        "result": {"test_accuracy": 0.7},
-        "factors": factors,
-    }
+    timing = {"exposed_comm_s": exposed * 64 / rate, "compute_s_median": 0.001}
+    return timed_record(run_id, arch, 2, rate, hosts=hosts, timing=timing, factors=factors)
 
 
 def test_verdicts_follow_the_intervals(tmp_path: Path) -> None:
