@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from record_files import write_records
 from test_perfmodel_fit import _record
 
+from archbench.analysis.report import write_report
 from archbench.cli import main
 from archbench.perfmodel.fit.fitfile import FIT_NAME, FIT_SCHEMA
 from archbench.perfmodel.fit.records import observation_from_record
@@ -68,6 +70,8 @@ def write_study(folder: Path, slower: dict | None = None, fit: bool = True) -> P
                     record = _run(arch, workers, link, run_id=run_id)
                     factor = (slower or {}).get((arch, workers, link), 1.0)
                     record["timing"]["step_s_median"] *= factor
+                    step_s = record["timing"]["step_s_median"]  # the report's throughput
+                    record["timing"]["samples_per_s"] = BATCH * workers / step_s
                     records.append(record)
     folder.mkdir(parents=True)
     write_records(folder / "results.jsonl", records)
@@ -295,3 +299,30 @@ def test_a_colocated_candidate_needs_as_many_workers_as_servers() -> None:
     bigger = candidate.config_at(Point(3, 1e9, model_bytes=8e5))
     assert bigger is not None and bigger.param_bytes == pytest.approx(8e5)
     assert replace(bigger, param_bytes=4e5).placement == config.placement
+
+
+def test_the_report_draws_the_map_and_says_beside_the_answer_where_it_changes(
+    tmp_path: Path,
+) -> None:
+    study = write_study(tmp_path / "study", slower={("ps", 4, "10gbit"): 3.0})
+    report = write_report(study)
+    text = report.markdown.read_text()
+    answer = text[text.index("## The answer") : text.index("## Findings")]
+    findings = text[text.index("## Findings") : text.index("## The study")]
+    # beside the answer, once: along the workers at each of the study's own links
+    assert "Where the performance model says this changes" in answer
+    assert re.search(
+        rf"ring overtakes {re.escape(PS)} at \d+ workers \(\d+ before\) at 10 Gbit/s", answer
+    )
+    assert "ring fastest all along" in answer and "at 1 Gbit/s" in answer
+    assert "not at 4 workers, 10 Gbit/s: measured ring, predicted ps" in answer
+    assert "overtakes" not in findings
+    # the section: the figure, the crossovers, the study's runs against the map
+    assert "## Where the answer changes: the crossover map" in text
+    assert (study / "report" / "figures" / "map_toy_b32.png").stat().st_size > 0
+    assert "DISAGREES" in (study / "report" / "tables" / "map_measured.csv").read_text()
+    assert "a margin under 2.0% (the fit's in-sample MAPE" in text
+    # a report of a records file names why it has no map
+    other = write_report(study / "results.jsonl", tmp_path / "records-report")
+    assert "not records files" in other.markdown.read_text()
+    assert "Where the performance model says" not in other.markdown.read_text()

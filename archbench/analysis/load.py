@@ -197,6 +197,7 @@ class Study:
     notes: list[str] = field(default_factory=list)
     # a user's models and data sets: 'label: the spec as given (sha256 …)', one line each
     workload_sources: list[str] = field(default_factory=list)
+    folder: Path | None = None  # the study folder it was read from; None for records files
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -588,7 +589,9 @@ def config_label(levels: dict[str, Any]) -> str:
 def load_study(path: Path) -> Study:
     """Read a study folder (or one records file) into a Study; UsageError when nothing loads."""
     default_name = path.name if path.is_dir() else path.stem
-    return load_files(find_record_files(path), default_name)
+    study = load_files(find_record_files(path), default_name)
+    study.folder = path if path.is_dir() else None
+    return study
 
 
 def load_files(sources: list[Path], default_name: str = "") -> Study:

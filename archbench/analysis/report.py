@@ -22,6 +22,7 @@ import pandas as pd
 from archbench.analysis import (
     accuracy,
     claims,
+    crossmap,
     effects,
     placement,
     scaling,
@@ -48,7 +49,8 @@ from archbench.study_state import StudyState, read_state, records_settled
 
 # The sections, in the report's order (each module has KEY, TITLE and build(study, fig_dir)).
 SECTIONS = (
-    scaling, timesplit, timelines, placement, accuracy, tradeoff, effects, transfer, claims,
+    scaling, crossmap, timesplit, timelines, placement, accuracy, tradeoff, effects, transfer,
+    claims,
 )  # fmt: skip
 # While a study still runs, its HTML page reloads itself this often (seconds).
 RELOAD_S = 60
@@ -132,6 +134,7 @@ def _blocks(
     found: list[str],
     progress: str | None = None,
     answer: Table | None = None,
+    changes: list[str] | None = None,
 ) -> list:
     blocks: list[tuple[str, Any]] = [("h1", report_title)]
     sources = ", ".join(str(p) for p in study.sources)
@@ -142,6 +145,10 @@ def _blocks(
         blocks.append(("h2", "The answer"))
         blocks.append(("p", f"*How to read:* {ANSWER_HOW_TO_READ}"))
         blocks.append(("table", answer))
+        if changes:
+            blocks.append(("p", "Where the performance model says this changes (the crossover map "
+                           "below; the predicted fastest along the study's own links):"))  # fmt: skip
+            blocks.append(("ul", changes))
     blocks.append(("h2", "Findings"))
     blocks.append(("ul", found or ["No finding could be computed from these records."]))
     blocks.append(("h2", "The study"))
@@ -304,9 +311,14 @@ def data_findings(study: Study) -> list[str]:
     return [text + "."] + engine_cost_findings(ok)
 
 
-def collect_findings(study: Study, sections: list[Section]) -> list[str]:
-    """The findings list: each section's, in the report's order, then the data's."""
-    return [line for section in sections for line in section.findings] + data_findings(study)
+def collect_findings(
+    study: Study, sections: list[Section], leave_out: tuple[str, ...] = ()
+) -> list[str]:
+    """The findings list: each section's (but those of the sections keyed in `leave_out`), in
+    the report's order, then the data's."""
+    return [
+        line for section in sections if section.key not in leave_out for line in section.findings
+    ] + data_findings(study)
 
 
 def write_report(path: Path, out_dir: Path | None = None) -> Report:
@@ -328,9 +340,13 @@ def write_report(path: Path, out_dir: Path | None = None) -> Report:
     fig_dir.mkdir(parents=True, exist_ok=True)
     table_dir.mkdir(parents=True, exist_ok=True)
     sections = build_sections(study, fig_dir)
-    found = collect_findings(study, sections)
     answered = answer_table(study)
     answer = None if answered.empty else answer_section_table(answered)
+    # Where the map says the answer changes is read beside the answer, not among the findings.
+    changes = [] if answer is None else [
+        line for section in sections if section.key == crossmap.KEY for line in section.findings
+    ]  # fmt: skip
+    found = collect_findings(study, sections, (crossmap.KEY,) if changes else ())
     extra_tables = [overview_table(study), *([answer] if answer is not None else [])]
     failed = failed_table(study)
     if failed is not None:
@@ -338,7 +354,7 @@ def write_report(path: Path, out_dir: Path | None = None) -> Report:
     for table in [t for s in sections for t in s.tables] + extra_tables:
         table.frame.to_csv(table_dir / f"{table.name}.csv", index=False)
     title = f"archbench report: {study.name}" if study.name else "archbench report"
-    blocks = _blocks(title, study, sections, found, progress, answer)
+    blocks = _blocks(title, study, sections, found, progress, answer, changes)
     markdown = out_dir / "report.md"
     markdown.write_text(render_markdown(blocks, out_dir), encoding="utf-8")
     html_path = out_dir / "report.html"

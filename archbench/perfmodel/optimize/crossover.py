@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import Any
 
+from archbench.analysis.labels import model_label
 from archbench.archs import has_servers, owns_shards, sort_key
 from archbench.bandwidth import format_bits, parse_bandwidth
 from archbench.errors import UsageError
@@ -332,11 +333,12 @@ class Workload:
 
     @property
     def name(self) -> str:
-        return f"{self.model}, batch {self.batch}/worker"
+        # a user's model by its label, as the report names it, never by its file's path
+        return f"{model_label(self.model)}, batch {self.batch}/worker"
 
     @property
     def slug(self) -> str:
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.model}_b{self.batch}")
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model_label(self.model)}_b{self.batch}")
 
 
 def workloads_of(

@@ -295,11 +295,19 @@ def _too_close(wmap: WorkloadMap, c: Crossover) -> bool:
     return c.margin < wmap.too_close
 
 
-def line_texts(wmap: WorkloadMap, along: str) -> list[str]:
-    """One entry per shown line: its crossovers, or its one winner."""
+def measured_lines(wmap: WorkloadMap, along: str) -> list[float]:
+    """The lines through the study's own settings of the other axis (grid values nearest)."""
+    plane = wmap.result.plane
+    other = plane.y if along == plane.x else plane.x
+    values = plane.y_values if other == plane.y else plane.x_values
+    return sorted({values[_index(values, v)] for v in wmap.measured_values[other]})
+
+
+def line_texts(wmap: WorkloadMap, along: str, lines: Sequence[float] | None = None) -> list[str]:
+    """One entry per line (default: the shown lines): its crossovers, or its one winner."""
     plane = wmap.result.plane
     out = []
-    for value in shown_lines(wmap, along):
+    for value in shown_lines(wmap, along) if lines is None else lines:
         found = [c for c in wmap.crossovers if c.along == along and c.other_value == value]
         if found:
             out += [describe(c) + _flags(wmap, c) for c in found]
@@ -497,16 +505,11 @@ def workload_json(wmap: WorkloadMap, paths: Sequence[Path]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the command
 
 
-def run_map(args: argparse.Namespace, find_calibration: FindCalibration) -> int:
-    request = axis_request(args)
-    study = Path(args.study)
-    if not study.is_dir():
-        raise UsageError(f"study folder {study} does not exist")
-    out = Path(args.out) if args.out else study / MAP_FOLDER
-    # a folder the user gave makes at most itself; the default's is the command's own
-    problem = folder_problem(out, parents=not args.out)
-    if problem:
-        raise UsageError(f"map folder {out} cannot be written: {problem}")
+def study_maps(
+    study: Path, request: AxisRequest, args: argparse.Namespace, find_calibration: FindCalibration
+) -> tuple[StudyModel, list[WorkloadMap], list[str]]:
+    """The model a study is priced with, the map of each workload with two architectures or
+    more, and the workloads left out and why; UsageError where no map can be drawn."""
     observations = study_observations(study)
     compared, skipped = {}, []
     for workload, by_label in workloads_of(observations).items():
@@ -519,16 +522,35 @@ def run_map(args: argparse.Namespace, find_calibration: FindCalibration) -> int:
         raise UsageError(f"{study}: no workload with two architectures to compare ({why})")
     model = study_model(study, observations, args, find_calibration)
     maps = [map_workload(w, by_label, request, model) for w, by_label in compared.items()]
+    return model, maps, skipped
+
+
+def draw_map(wmap: WorkloadMap, model: StudyModel, study: Path, out: Path, stem: str) -> list[Path]:
+    """The map's figure, `<stem>.png` and `.svg` under `out`."""
+    return crossover_figure.draw(
+        wmap.result, wmap.markers, wmap.fitted, wmap.fitted_source, wmap.too_close,
+        model.error_source,
+        f"{study.name}: {wmap.result.workload.name}, the architecture predicted fastest per "
+        "sample", _held_text(wmap.result.plane, wmap.result.workload), out, stem,
+    )  # fmt: skip
+
+
+def run_map(args: argparse.Namespace, find_calibration: FindCalibration) -> int:
+    request = axis_request(args)
+    study = Path(args.study)
+    if not study.is_dir():
+        raise UsageError(f"study folder {study} does not exist")
+    out = Path(args.out) if args.out else study / MAP_FOLDER
+    # a folder the user gave makes at most itself; the default's is the command's own
+    problem = folder_problem(out, parents=not args.out)
+    if problem:
+        raise UsageError(f"map folder {out} cannot be written: {problem}")
+    model, maps, skipped = study_maps(study, request, args, find_calibration)
     # everything is priced: now the files
     written = []
     for wmap in maps:
         slug = wmap.result.workload.slug
-        paths = crossover_figure.draw(
-            wmap.result, wmap.markers, wmap.fitted, wmap.fitted_source, wmap.too_close,
-            model.error_source,
-            f"{study.name}: {wmap.result.workload.name}, the architecture predicted fastest per "
-            "sample", _held_text(wmap.result.plane, wmap.result.workload), out, slug,
-        )  # fmt: skip
+        paths = draw_map(wmap, model, study, out, slug)
         md, table = out / f"{slug}_crossovers.md", out / f"{slug}_crossovers.csv"
         md.write_text(markdown(wmap, study, model, paths[0].name), encoding="utf-8")
         table.write_text(csv_text(wmap), encoding="utf-8")
