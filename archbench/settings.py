@@ -31,6 +31,8 @@ from archbench.warmgroup import RUNS_FILE_FLAG
 from archbench.workloads.task import LOSSES
 
 DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text", "words")
+# The built-in image sets' training samples, known without loading them.
+TRAIN_SIZES = {"fashion_mnist": 60000, "mnist": 60000, "cifar10": 50000}
 OPTIMIZERS = ("sgd",)
 COMPRESSIONS = METHODS  # which architecture carries which: archbench.compression.CARRIED_BY
 ERROR_FEEDBACK = ("on", "off")

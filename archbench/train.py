@@ -19,6 +19,13 @@ from archbench.archs import arch as architecture
 from archbench.cluster.dilation import factor as dilation_factor
 from archbench.cluster.dilation import virtual
 from archbench.config import TrainConfig, add_train_arguments, config_from_args
+from archbench.environment import (
+    environment,
+    load_average,
+    new_run_id,
+    now_iso,
+    run_environment,
+)
 from archbench.errors import Diverged, UsageError
 from archbench.hosts import hostfile_of
 from archbench.launch import (
@@ -30,17 +37,7 @@ from archbench.launch import (
 from archbench.localsgd import comm_record
 from archbench.one_line_parser import OneLineArgumentParser
 from archbench.phases import PhaseClock
-from archbench.record import (
-    append_record,
-    build_record,
-    cluster_section,
-    environment,
-    in_virtual_time,
-    load_average,
-    new_run_id,
-    now_iso,
-    run_environment,
-)
+from archbench.record import append_record, build_record, cluster_section, in_virtual_time
 from archbench.settings import applies
 from archbench.timeline.tracer import for_run as tracer_for_run
 

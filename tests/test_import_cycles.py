@@ -212,3 +212,26 @@ def test_no_import_cycles():
         for c in strongly_connected(graph)
     ]
     assert cycles == [], "import cycles:\n" + "\n".join(cycles)
+
+
+# What the record, the data contract, may import: itself and these leaves (the settings table,
+# the architectures, link rates, phase names, errors, bounded JSON). What a run says about its
+# machine is gathered above it (archbench.environment) and passed in.
+RECORD_FLOOR = {
+    "archbench.settings", "archbench.archs", "archbench.bandwidth", "archbench.phases",
+    "archbench.errors", "archbench.jsonl",
+}  # fmt: skip
+
+
+def test_the_record_imports_nothing_above_its_floor():
+    graph = import_graph()
+    record = {
+        name for name in graph if name == "archbench.record" or name.startswith("archbench.record.")
+    }
+    assert len(record) >= 6, record  # the scan sees the package
+    climbing = {
+        f"{name} -> {target}"
+        for name in sorted(record)
+        for target in graph[name] - record - RECORD_FLOOR
+    }
+    assert not climbing, sorted(climbing)

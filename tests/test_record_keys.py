@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from record_files import built_record
 
+from archbench import environment as record_env
 from archbench.analysis.load import EXPECTED_FIELDS, FIELD_COLUMNS, MEASURED_FIELDS
 from archbench.config import TrainConfig
 from archbench.localsgd import SyncSchedule, comm_record
@@ -29,7 +30,6 @@ from archbench.record import (
     migrate,
     read_lines,
 )
-from archbench.record import env as record_env
 from archbench.record.keys import BY_PATH, KEYS, UNITS, declared, undeclared
 from archbench.trainers.base import Trainer
 from archbench.warmgroup import cold_launch_record

@@ -20,9 +20,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import archbench
+from archbench.environment import environment
 from archbench.errors import UsageError
 from archbench.info import collect
-from archbench.record import environment
 from archbench.workloads.files import readable_file_problem, sha256_of
 
 MARKER = "archbench-doctor-probe:"

@@ -1,18 +1,9 @@
 """The run record's single owner: schema and migrations (`schema`), every key declared (`keys`),
-builder (`build`), reader and writer (`io`), typed accessors (`view`) and what it says about the
-machine (`env`). See README, 'Run record', and docs/record.md."""
+builder (`build`), reader and writer (`io`) and typed accessors (`view`). It imports nothing above
+it: what a run says about its machine is gathered by `archbench.environment` and passed in. See
+docs/record.md."""
 
 from archbench.record.build import build_record, cluster_section, in_virtual_time
-from archbench.record.env import (
-    cpu_model,
-    environment,
-    git_commit,
-    load_average,
-    mpi_version,
-    new_run_id,
-    now_iso,
-    run_environment,
-)
 from archbench.record.io import (
     RESULTS_NAME,
     append_record,
@@ -48,20 +39,12 @@ __all__ = [
     "build_record",
     "cluster_section",
     "complete",
-    "cpu_model",
-    "environment",
-    "git_commit",
     "in_virtual_time",
     "latest_per_run",
-    "load_average",
     "migrate",
     "missing_keys",
-    "mpi_version",
-    "new_run_id",
-    "now_iso",
     "placement_of",
     "read_lines",
     "read_records",
-    "run_environment",
     "study_files",
 ]

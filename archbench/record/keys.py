@@ -193,7 +193,7 @@ _CLUSTER = _keys(
 ]
 
 _ENV = _keys(
-    "archbench.record.env.environment",
+    "archbench.environment.environment",
     1,
     """
     env.python str -
@@ -220,7 +220,7 @@ _ENV = _keys(
     env.constraints.differs list - 2
     """,
 ) + _keys(
-    "archbench.record.env.run_environment",
+    "archbench.environment.run_environment",
     1,
     """
     env.load_avg_start float processes

@@ -33,7 +33,7 @@ import math
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.settings import SETTINGS
+from archbench.settings import SETTINGS, TRAIN_SIZES
 
 SCHEMA_NAME = "archbench.run"
 VERSION = 3
@@ -193,17 +193,22 @@ def derive_epoch_s(record: dict[str, Any]) -> None:
         return
     samples = number_or_none(timing.get("samples_per_epoch"))
     if samples is None:
-        # deferred: the model info loads only for a record without samples_per_epoch
-        from archbench.perfmodel.model.modelinfo import train_size
-
+        # Records without it predate a user's own data sets: a built-in one's size is known.
         config = record.get("config")
-        samples = number_or_none(train_size(config if isinstance(config, dict) else {}))
+        samples = _built_in_train_size(config if isinstance(config, dict) else {})
         if samples is None:
             return
         timing["samples_per_epoch"] = int(samples)
         _derived(record, "timing.samples_per_epoch", "config.dataset")
     timing["epoch_s"] = samples / rate
     _derived(record, "timing.epoch_s", "timing.samples_per_epoch / timing.samples_per_s")
+
+
+def _built_in_train_size(config: dict[str, Any]) -> int | None:
+    dataset = str(config.get("dataset") or SETTINGS["dataset"].default)
+    if dataset == "synthetic":
+        return int(config.get("synthetic_samples") or SETTINGS["synthetic_samples"].default)
+    return TRAIN_SIZES.get(dataset)
 
 
 def derive_sync_every(record: dict[str, Any]) -> None:

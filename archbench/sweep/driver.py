@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from archbench.environment import now_iso
 from archbench.errors import StopError
 from archbench.hosts import hostfile_text
 from archbench.launch import root_mpi_env
-from archbench.record import now_iso
 from archbench.settings import SETTINGS
 from archbench.study_state import write_plan
 from archbench.sweep import preflight, records, user_files

@@ -12,15 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from archbench.archs import arch as architecture
+from archbench.environment import environment, now_iso
 from archbench.jsonl import read_json
-from archbench.record import (
-    build_record,
-    cluster_section,
-    complete,
-    environment,
-    now_iso,
-    read_records,
-)
+from archbench.record import build_record, cluster_section, complete, read_records
 from archbench.sweep.launch_failures import LAUNCH_FAILED, launcher_start_failure
 from archbench.sweep.plan import PlannedRun
 from archbench.sweep.runner import ProcessOutcome

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from archbench.environment import now_iso
 from archbench.process_group import GRACE_S
-from archbench.record import now_iso
 from archbench.sweep.records import train_record
 from archbench.sweep.runner import ProcessOutcome, RunningProcess
 

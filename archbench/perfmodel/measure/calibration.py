@@ -242,7 +242,7 @@ def fingerprint_of_hosts(hosts: list[str]) -> dict[str, Any]:
     """The fingerprint of the cluster these hosts are (an emulated one that is up, else real
     hosts of this machine's kind)."""
     # deferred: the record's environment (subprocess, platform) loads only for a fingerprint
-    from archbench.record.env import cpu_model
+    from archbench.environment import cpu_model
 
     try:
         # deferred: inside the ImportError guard for a build without archbench.cluster

@@ -444,7 +444,8 @@ def run_for_study(args: argparse.Namespace) -> int:
 
 def measure(args: argparse.Namespace, hosts: list[HostSlots]) -> int:
     # deferred: the record package (subprocess, platform) loads only when benches run
-    from archbench.record import append_record, environment, new_run_id, now_iso
+    from archbench.environment import environment, new_run_id, now_iso
+    from archbench.record import append_record
 
     sizes = parse_sizes(args.sizes)
     benches = {b.strip() for b in args.benches.split(",") if b.strip()}

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.settings import SETTINGS
+from archbench.settings import SETTINGS, TRAIN_SIZES
 
 # Input shape and class count of each data set, as archbench.data loads them.
 DATASET_SHAPES: dict[str, tuple[tuple[int, ...], int]] = {
@@ -16,7 +16,6 @@ DATASET_SHAPES: dict[str, tuple[tuple[int, ...], int]] = {
     "mnist": ((28, 28, 1), 10),
     "cifar10": ((32, 32, 3), 10),
 }
-DATASET_TRAIN_SIZES: dict[str, int] = {"fashion_mnist": 60000, "mnist": 60000, "cifar10": 50000}
 TEXT_VOCAB = 256
 # The settings that shape a user's samples: archbench.data.USER_DATA_SETTINGS, named here so that
 # a command's flags register without loading numpy (a test holds the two lists equal).
@@ -203,8 +202,8 @@ def train_size(config: dict[str, Any]) -> int | None:
     if user is not None:
         return user[2]
     if dataset == "synthetic":
-        return int(config.get("synthetic_samples") or 2048)
-    return DATASET_TRAIN_SIZES.get(dataset)
+        return int(config.get("synthetic_samples") or SETTINGS["synthetic_samples"].default)
+    return TRAIN_SIZES.get(dataset)
 
 
 def steps_per_epoch(config: dict[str, Any], workers: int) -> int | None:
