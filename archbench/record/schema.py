@@ -195,7 +195,7 @@ def derive_epoch_s(record: dict[str, Any]) -> None:
     if samples is None:
         # Records without it predate a user's own data sets: a built-in one's size is known.
         config = record.get("config")
-        samples = _built_in_train_size(config if isinstance(config, dict) else {})
+        samples = built_in_train_size(config if isinstance(config, dict) else {})
         if samples is None:
             return
         timing["samples_per_epoch"] = int(samples)
@@ -204,7 +204,8 @@ def derive_epoch_s(record: dict[str, Any]) -> None:
     _derived(record, "timing.epoch_s", "timing.samples_per_epoch / timing.samples_per_s")
 
 
-def _built_in_train_size(config: dict[str, Any]) -> int | None:
+def built_in_train_size(config: dict[str, Any]) -> int | None:
+    """Training samples of a built-in or synthetic data set, known without loading it."""
     dataset = str(config.get("dataset") or SETTINGS["dataset"].default)
     if dataset == "synthetic":
         return int(config.get("synthetic_samples") or SETTINGS["synthetic_samples"].default)

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from archbench.errors import UsageError
-from archbench.settings import SETTINGS, TRAIN_SIZES
+from archbench.record.schema import built_in_train_size
+from archbench.settings import SETTINGS
 
 # Input shape and class count of each data set, as archbench.data loads them.
 DATASET_SHAPES: dict[str, tuple[tuple[int, ...], int]] = {
@@ -194,16 +195,13 @@ def variable_bytes_for(record: dict[str, Any]) -> tuple[float, ...] | None:
 def train_size(config: dict[str, Any]) -> int | None:
     """Training samples of the configured data set (a user's read from its files; None when
     they cannot be read, or when only loading a built-in one would tell)."""
-    dataset = str(config.get("dataset") or "fashion_mnist")
     try:
         user = user_data_facts(config)
     except UsageError:
         return None
     if user is not None:
         return user[2]
-    if dataset == "synthetic":
-        return int(config.get("synthetic_samples") or SETTINGS["synthetic_samples"].default)
-    return TRAIN_SIZES.get(dataset)
+    return built_in_train_size(config)
 
 
 def steps_per_epoch(config: dict[str, Any], workers: int) -> int | None:
