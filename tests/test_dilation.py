@@ -325,8 +325,20 @@ def test_a_drift_is_named_by_its_part_less_of_a_core_or_costlier_work(tmp_path: 
         # 1.4x the time on 0.70 of a core: the same CPU per pass, a core not got
         _record("starved", "ring", 2, [0.0014, 0.0010], shares=[0.70, 0.98]),
         _record("unmetered", "ring", 2, [0.0015, 0.0015]),  # written before CPU was metered
+        # A crowded node whose cheaper passes kept its time inside the noise: half a core is
+        # still not the virtual core promised, so it is flagged for the cores alone.
+        _record("halved", "ring", 2, [0.0010, 0.0010], shares=[0.49, 0.98]),
+        # A share a little under the baseline's (within the floor), or over it (the process's
+        # other threads working during the pass, as on a host): not flagged.
+        _record("near", "ring", 2, [0.0010, 0.0010], shares=[0.95, 0.98]),
+        _record("more", "ring", 2, [0.0010, 0.0010], shares=[1.20, 1.20]),
     )
     table = drift_table(study.ok).set_index("run_id")
+    assert table.loc["halved", "flagged"] and not table.loc["halved", "compute_outside"]
+    assert table.loc["halved", "core_share_floor"] == pytest.approx(0.98 / (1 + FLOOR))
+    # (its time held because each pass cost half the CPU: both parts are named)
+    assert [part for part, _ in drift_causes(table.loc["halved"])] == ["cores", "cost"]
+    assert not table.loc["near", "flagged"] and not table.loc["more", "flagged"]
     assert table.loc["costly", "cpu_ratio"] == pytest.approx(1.3)
     assert table.loc["starved", "cpu_ratio"] == pytest.approx(0.0014 * 0.70 / 0.00098)
     assert [part for part, _ in drift_causes(table.loc["costly"])] == ["cost"]
@@ -338,8 +350,10 @@ def test_a_drift_is_named_by_its_part_less_of_a_core_or_costlier_work(tmp_path: 
         in note
     )
     assert "0.70 virtual cores against the baseline's 0.98" in note
-    assert "Of the 2 whose CPU was metered, 1 had a worker get a different share" in note
-    assert ", 1 a worker whose pass took more or less CPU" in note
+    assert "`halved` (mlp, workers=2: 1.00× its engine's 1.00 ms" in note
+    assert "0.49 virtual cores against the baseline's 0.98, below the 0.93 its noise allows" in note
+    assert "Of the 3 whose CPU was metered, 2 had a worker get a different share" in note
+    assert ", 2 a worker whose pass took more or less CPU" in note
 
 
 def test_capped_work_that_cost_more_cpu_at_up_is_said(tmp_path: Path) -> None:

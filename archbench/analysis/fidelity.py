@@ -18,7 +18,17 @@ outside the 95% prediction interval of one more repetition of the baseline (Stud
 logarithm of the repetitions' compute, n - 1 degrees of freedom), and never inside `FLOOR`. One
 statistic a run, whatever its W: the workers of one run ran at the same moments, so they are not
 W independent draws, and a faithful 12-worker run must not be flagged twelve times as often. The
-note also gives the worst worker's ratio. An engine with
+note also gives the worst worker's ratio.
+
+A run is also flagged where a worker got less of a virtual core while computing than its
+baseline's noise allows (`short_of_cores`): the dilation promised every thread a virtual core, and
+a node crowded past its cores breaks that promise even where the compute time lands inside the
+noise (a pass that costs less CPU while the share halves moves the time less than the share: a
+crowded node measured 0.61x the baseline's CPU a pass). The share is judged one-sided (more of a
+core is the process's other threads working during the pass, as they would on a host) and for the
+lowest of the W workers (one crowded node among several is a crowded run), so its bound is the
+lower 1 - 0.05/W prediction bound of one more baseline share (Bonferroni over the workers), never
+within `FLOOR`. An engine with
 fewer than `MIN_REPETITIONS` one-worker runs has no noise to judge by: its runs are listed as not
 judged, never judged by another engine's. A baseline whose repetitions spread more than
 `UNSTABLE` (relative standard deviation; pyperf calls a benchmark unstable past 10%) is named.
@@ -90,10 +100,6 @@ class EngineBaseline:
         return float(np.exp(np.mean(np.log(self.compute_s))))
 
     @property
-    def log_std(self) -> float:
-        return float(np.std(np.log(self.compute_s), ddof=1)) if self.repetitions > 1 else math.nan
-
-    @property
     def relative_std(self) -> float:
         values = np.asarray(self.compute_s)
         return float(values.std(ddof=1) / values.mean()) if self.repetitions > 1 else math.nan
@@ -106,11 +112,27 @@ class EngineBaseline:
     def log_tolerance(self) -> float:
         """The half-width, in log(compute ÷ center), of the prediction interval of one more
         repetition, never under FLOOR; NaN with too few repetitions."""
-        if self.repetitions < MIN_REPETITIONS:
-            return math.nan
-        t = float(scipy_stats.t.ppf(1 - (1 - LEVEL) / 2, self.repetitions - 1))
-        spread = t * self.log_std * math.sqrt(1 + 1 / self.repetitions)
-        return max(math.log1p(FLOOR), spread)
+        return _log_half_width(self.compute_s, (1 - LEVEL) / 2)
+
+    def core_share_floor(self, workers: int) -> float:
+        """The least share of a virtual core the lowest of `workers` faithful workers gets: the
+        one-sided lower prediction bound of one more baseline share at 1 - (1 - LEVEL)/workers,
+        never within FLOOR of their center; NaN where too few repetitions were metered."""
+        shares = [share for share in self.core_shares if not math.isnan(share) and share > 0]
+        log_width = _log_half_width(shares, (1 - LEVEL) / max(workers, 1))
+        return float(np.exp(np.mean(np.log(shares)) - log_width)) if shares else math.nan
+
+
+def _log_half_width(values: list[float], tail: float) -> float:
+    """Student's t half-width, on the log scale, of the prediction interval of one more of
+    `values` with `tail` beyond it on the side judged; never under log(1 + FLOOR); NaN with fewer
+    than MIN_REPETITIONS values."""
+    count = len(values)
+    if count < MIN_REPETITIONS:
+        return math.nan
+    t = float(scipy_stats.t.ppf(1 - tail, count - 1))
+    spread = t * float(np.std(np.log(values), ddof=1)) * math.sqrt(1 + 1 / count)
+    return max(math.log1p(FLOOR), spread)
 
 
 def _one_worker(frame: pd.DataFrame) -> pd.Series:
@@ -166,6 +188,11 @@ def drift_table(ok: pd.DataFrame) -> pd.DataFrame:
         worst_index = int(np.argmax(np.abs(np.log(ratios))))
         worst_compute, worst_share = workers[worst_index]
         baseline_share = baseline.core_share
+        metered = [share for _, share in workers if not math.isnan(share)]
+        lowest_share = min(metered) if metered else math.nan
+        share_floor = baseline.core_share_floor(len(workers))
+        compute_outside = abs(math.log(median_ratio)) > log_tolerance
+        short_of_cores = bool(lowest_share < share_floor)  # False where either is NaN
         row.update(
             judged=True,
             why_not="",
@@ -175,12 +202,16 @@ def drift_table(ok: pd.DataFrame) -> pd.DataFrame:
             median_ratio=median_ratio,
             worst_ratio=float(ratios[worst_index]),
             drift=float(abs(median_ratio - 1)),
-            flagged=bool(abs(math.log(median_ratio)) > log_tolerance),
+            compute_outside=bool(compute_outside),
+            short_of_cores=short_of_cores,
+            flagged=bool(compute_outside or short_of_cores),
             # the worst worker's compute ratio = its CPU per pass over the baseline's times the
             # baseline's virtual cores over its own (NaN where a record metered no CPU)
             core_share=worst_share,
             baseline_core_share=baseline_share,
             cpu_ratio=worst_compute * worst_share / (baseline.center_s * baseline_share),
+            lowest_core_share=lowest_share,
+            core_share_floor=share_floor,
         )
         rows.append(row)
     return pd.DataFrame(rows)
@@ -196,20 +227,28 @@ CORES, COST = "cores", "cost"  # the two parts of a drift (see drift_causes)
 
 
 def drift_causes(row: pd.Series) -> list[tuple[str, str]]:
-    """Why a worker's compute lies outside its baseline's noise, as (part, words): the virtual
-    cores the process got while computing (CORES), and the CPU a pass cost (COST), each named
-    where it moved by more than the run's tolerance. Empty where the records metered no CPU."""
+    """Why a run was flagged, as (part, words): the virtual cores its workers got while
+    computing (CORES: a worker below the share its baseline's noise allows, or the worst worker's
+    share more than the tolerance above the baseline's), and the CPU a pass cost (COST: moved by
+    more than the tolerance). Empty where the records metered no CPU."""
     cpu_ratio, share, base_share = row["cpu_ratio"], row["core_share"], row["baseline_core_share"]
     if any(math.isnan(value) for value in (cpu_ratio, share, base_share)) or base_share <= 0:
         return []
     limit = math.log1p(row["tolerance"])
     causes = []
-    share_ratio = share / base_share
-    if abs(math.log(share_ratio)) > limit:
+    short = row.get("short_of_cores")
+    if isinstance(short, (bool, np.bool_)) and short:
         causes.append((
             CORES,
-            f"{'less' if share_ratio < 1 else 'more'} of a core while computing "
-            f"({share:.2f} virtual cores against the baseline's {base_share:.2f})",
+            f"less of a core while computing ({row['lowest_core_share']:.2f} virtual cores "
+            f"against the baseline's {base_share:.2f}, below the {row['core_share_floor']:.2f} "
+            "its noise allows)",
+        ))  # fmt: skip
+    elif math.log(share / base_share) > limit:
+        causes.append((
+            CORES,
+            f"more of a core while computing ({share:.2f} virtual cores against the "
+            f"baseline's {base_share:.2f})",
         ))  # fmt: skip
     if cpu_ratio > 0 and abs(math.log(cpu_ratio)) > limit:
         causes.append((COST, f"each pass cost {cpu_ratio:.2f}× the baseline's CPU"))
@@ -343,7 +382,9 @@ def _verdict_note(ok: pd.DataFrame) -> str | None:
     rule = (
         "Fidelity (a run's workers' median compute, forward + backward, against its own engine's "
         "one-worker runs on this cluster: flagged outside the 95% prediction interval of one "
-        f"more of those runs, Student's t on their log compute, never within {FLOOR:.0%}): "
+        f"more of those runs, Student's t on their log compute, never within {FLOOR:.0%}; "
+        "and where a worker got less of a virtual core while computing than the lower bound "
+        "of those runs' shares, for the lowest of its workers): "
     )
     if judged.empty:
         verdict = "no run could be judged"
