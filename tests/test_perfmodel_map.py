@@ -326,3 +326,27 @@ def test_the_report_draws_the_map_and_says_beside_the_answer_where_it_changes(
     other = write_report(study / "results.jsonl", tmp_path / "records-report")
     assert "not records files" in other.markdown.read_text()
     assert "Where the performance model says" not in other.markdown.read_text()
+
+
+def test_a_line_with_one_winner_says_where_it_is_too_close_and_a_missing_term_is_none(
+    tmp_path: Path, capsys
+) -> None:
+    study = write_study(tmp_path / "study")
+    (study / "report" / "perfmodel_validation.json").write_text(
+        json.dumps({"summary": {"all": {"mape_pct": 40.0}}})
+    )
+    document = run_map(study, capsys=capsys)
+    (workload,) = document["workloads"]
+    ys = workload["y"]["values"]
+    row = ys.index(1e9)
+    close = sum(workload["too_close"][row])
+    assert set(workload["winner"][row]) == {"ring"} and 0 < close < len(workload["x"]["values"])
+    assert main(["model", "map", str(study), *AXES]) == 0
+    out = capsys.readouterr().out
+    count = len(workload["x"]["values"])
+    assert (
+        f"ring fastest all along 2 .. 32 workers at 1 Gbit/s [too close to call at {close} of "
+        f"its {count} points]" in out
+    )
+    # the ring has no server link: its side of that term is said to be none, not "0 -> 0"
+    assert "ring has none" in out and "0 -> 0" not in out

@@ -581,7 +581,7 @@ def crossovers(result: CrossoverMap) -> list[Crossover]:
 
 def describe(crossover: Crossover) -> str:
     """'p2p overtakes ps (dedicated, 1 PS) at 3 workers (2 before) at 1 Gbit/s; deciding
-    term: server link, ps (dedicated, 1 PS) 0.79 -> 1.18 ms/step, p2p 0 -> 0'."""
+    term: server link, ps (dedicated, 1 PS) 0.79 -> 1.18 ms/step, p2p has none'."""
     c = crossover
     why = (
         "one of the two cannot run on one side (its layout cannot take that many workers: one host holds no more processes than its cores, servers beside workers need as many workers)"
@@ -597,6 +597,10 @@ def describe(crossover: Crossover) -> str:
 
 
 def _ms(pair: tuple[float, float]) -> str:
+    """The term on each side of the crossover; 'none' where the architecture has no such term
+    (p2p has no server link)."""
+    if pair[0] == 0 and pair[1] == 0:
+        return "has none"
     return f"{pair[0] * 1e3:.3g} -> {pair[1] * 1e3:.3g} ms/step"
 
 

@@ -193,8 +193,10 @@ def _axes(
 
 def _draw_markers(ax: Axes, markers: Sequence[Marker]) -> None:
     """Black and white, to stand out on any shade: a disc where the runs agree with the map,
-    a ring with a cross (and what was measured) where they do not."""
-    for m in markers:
+    a ring with a cross (and what was measured) where they do not. Labels of neighbouring
+    disagreeing markers alternate above and below them, so those on one line do not overlap."""
+    labelled = 0
+    for m in sorted(markers, key=lambda m: (m.y, m.x)):
         if not m.compared:
             ax.scatter([m.x], [m.y], s=30, color="black", marker=".", zorder=6)
         elif m.agrees:
@@ -203,8 +205,10 @@ def _draw_markers(ax: Axes, markers: Sequence[Marker]) -> None:
             ax.scatter([m.x], [m.y], s=110, color="white", edgecolors="black", lw=1.8, zorder=6)
             ax.scatter([m.x], [m.y], s=55, color="black", marker="x", lw=1.6, zorder=7)
             if len(markers) <= MAX_LABELLED_MARKERS:
+                offset = (9, 7) if labelled % 2 == 0 else (9, -15)
+                labelled += 1
                 ax.annotate(
-                    f"measured: {m.measured_fastest}", (m.x, m.y), xytext=(9, 7),
+                    f"measured: {m.measured_fastest}", (m.x, m.y), xytext=offset,
                     textcoords="offset points", fontsize=7, zorder=8,
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85},
                 )  # fmt: skip

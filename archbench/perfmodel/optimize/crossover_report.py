@@ -314,15 +314,19 @@ def line_texts(wmap: WorkloadMap, along: str, lines: Sequence[float] | None = No
             continue
         other = plane.y if along == plane.x else plane.x
         if along == plane.x:
-            cell = wmap.result.cell(0, plane.y_values.index(value))
+            row = plane.y_values.index(value)
+            cells = [wmap.result.cell(i, row) for i in range(len(plane.x_values))]
             span = plane.x_values
         else:
-            cell = wmap.result.cell(plane.x_values.index(value), 0)
+            column = plane.x_values.index(value)
+            cells = [wmap.result.cell(column, j) for j in range(len(plane.y_values))]
             span = plane.y_values
-        winner = cell.winner.label if cell.winner else "nothing"
+        winner = cells[0].winner.label if cells[0].winner else "nothing"
+        close = sum(cell.margin < wmap.too_close for cell in cells)
         out.append(
             f"{winner} fastest all along {format_range(along, span[0], span[-1])} "
             f"at {format_value(other, value)}"
+            + (f" [too close to call at {close} of its {len(cells)} points]" if close else "")
         )
     return out
 
