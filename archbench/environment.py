@@ -12,7 +12,7 @@ import uuid
 
 import archbench
 from archbench import mpitransport
-from archbench.cluster import idlepollers
+from archbench.emulation import idle_poller_count
 from archbench.launch import usable_cores
 
 
@@ -77,7 +77,7 @@ def load_average() -> float | None:
         load = os.getloadavg()[0]
     except OSError:
         return None
-    return round(max(load - len(idlepollers.pids()), 0.0), 2)
+    return round(max(load - idle_poller_count(), 0.0), 2)
 
 
 def environment(gpus: list[str] | None = None) -> dict:

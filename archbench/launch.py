@@ -11,8 +11,14 @@ import socket
 from dataclasses import dataclass
 
 from archbench.archs import CHIEF_ROLE, SERVER_ROLE, WORKER_ROLE
-from archbench.cluster.cgroups import process_budget
-from archbench.cluster.dilation import cap_period_s, factor, node_vcpus, process_vcpus
+from archbench.emulation import (
+    cap_period_s,
+    factor,
+    node_vcpus,
+    process_budget,
+    process_vcpus,
+    usable_cores,
+)
 from archbench.jsonl import loads
 
 # (rank, size, local rank, local size) variables, by launcher family
@@ -96,15 +102,6 @@ def _tf_config_place(hostname: str) -> ProcessPlace | None:
     return ProcessPlace(
         rank, len(order), on_my_host.index(rank), len(on_my_host), "tf_config", hostname
     )
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which a launcher or cgroup can
-    narrow), not merely the cores the machine has."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity call on this platform
-        return os.cpu_count() or 1
 
 
 def host_cpus() -> float:

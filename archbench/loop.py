@@ -31,11 +31,10 @@ from itertools import islice
 
 import numpy as np
 
-from archbench.cluster import threadcaps
-from archbench.cluster.cpumeter import own_cpu_meter
-from archbench.cluster.dilation import factor as dilation_factor
 from archbench.config import TrainConfig
 from archbench.data import ArrayDataset, BatchPlan, SyntheticData, test_batches, train_batches
+from archbench.emulation import arm_caps, disarm_caps, own_cpu_meter
+from archbench.emulation import factor as dilation_factor
 from archbench.errors import Diverged, UsageError
 from archbench.launch import compute_window_s, step_block_s
 from archbench.localsgd import SyncSchedule
@@ -202,7 +201,7 @@ def run_training(
     try:
         return _train(config, trainer, data, log, on_timed, tracer)
     finally:
-        threadcaps.disarm()
+        disarm_caps()
 
 
 def _train(
@@ -286,7 +285,7 @@ def _train(
             if result.first_step_at is None:
                 result.first_step_at = time.time()
             if step == config.warmup_steps:
-                threadcaps.arm()
+                arm_caps()
             kind = sync.kind(step)
             trainer.begin_step(kind)
             if step >= config.warmup_steps:

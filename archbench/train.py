@@ -16,9 +16,9 @@ import traceback
 
 from archbench import mpitransport, scratch, warmgroup
 from archbench.archs import arch as architecture
-from archbench.cluster.dilation import factor as dilation_factor
-from archbench.cluster.dilation import virtual
 from archbench.config import TrainConfig, add_train_arguments, config_from_args
+from archbench.emulation import arm_caps, fidelity_probe, virtual
+from archbench.emulation import factor as dilation_factor
 from archbench.environment import (
     environment,
     load_average,
@@ -312,7 +312,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     )
     phases.end("model")
     hosts = trainer.allgather_object(place.hostname)
-    probe = _fidelity_probe(hosts) if trainer.is_chief else None
+    probe = fidelity_probe(hosts) if trainer.is_chief else None
     emulation = probe.state if probe is not None else None
     cluster = state.base_cluster(
         hosts,
@@ -346,10 +346,7 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
             warmgroup.started_training(loop_result.first_step_at)
         phases.end_loop(loop_result)
     else:
-        # deferred: the thread caps load here only on a server, not for `archbench train --help`
-        from archbench.cluster import threadcaps
-
-        threadcaps.arm()  # a server's threads serve the timed steps on virtual cores too
+        arm_caps()  # a server's threads serve the timed steps on virtual cores too
         trainer.serve()
     fidelity = (
         probe.record(loop_result.steps - loop_result.steps_before_window)
@@ -547,17 +544,6 @@ def _say_usage_error(exc: UsageError, place: ProcessPlace) -> None:
 
 def _gpus(tf) -> list[str]:
     return [device.name for device in tf.config.list_physical_devices("GPU")]
-
-
-def _fidelity_probe(hosts: list[str]):
-    """The chief's probe of the emulated nodes this run uses (None where it cannot be read)."""
-    try:
-        # deferred: the fidelity probe loads only on the chief of an emulated run
-        from archbench.cluster.fidelity import FidelityProbe
-
-        return FidelityProbe(hosts)
-    except Exception:  # noqa: BLE001 - a missing or stale cluster state must not fail a run
-        return None
 
 
 def _block_stop_signals() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from archbench.emulation import disarm_caps
 from archbench.errors import UsageError
 
 RUNS_FILE_FLAG = "--runs-file"
@@ -149,9 +150,7 @@ def between_runs(group: WarmGroup) -> None:
     """Forgets what the last run built, so the next starts from what a fresh process has."""
     import tensorflow as tf  # deferred: the sweep driver imports this module without TensorFlow
 
-    from archbench.cluster import threadcaps
-
-    threadcaps.disarm()  # start-up runs uncapped, as a cold run's does
+    disarm_caps()  # start-up runs uncapped, as a cold run's does
     tf.keras.backend.clear_session()  # layer name counters, Keras's graph and its seed state
     tf.compat.v1.reset_default_graph()
     reset = group.shared.pop("reset_servers", None)

@@ -235,3 +235,41 @@ def test_the_record_imports_nothing_above_its_floor():
         for target in graph[name] - record - RECORD_FLOOR
     }
     assert not climbing, sorted(climbing)
+
+
+# The modules outside archbench.cluster that may import it, each a command or backend that brings
+# up, inspects or prices a cluster; the run path (train, loop, trainers, timeline, the measuring
+# ranks, the record) reaches the emulator only through archbench.emulation.
+CLUSTER_USERS = {
+    "archbench.emulation": "the run path's one door to the emulator",
+    "archbench.sweep.emulated": "the emulated cluster kind: brings it up and down for a study",
+    "archbench.sweep.hosts": "resolves a study's cluster kind, the emulated one among them",
+    "archbench.sweep.spec": "checks a study's cluster: block against the emulator's limits",
+    "archbench.doctor.cli": "`archbench doctor`: whether an emulated cluster is up",
+    "archbench.init.hosts": "`archbench init`: the hosts of an emulated cluster that is up",
+    "archbench.perfmodel.measure.microbench": "`archbench microbench`: the link it measures on",
+    "archbench.perfmodel.measure.calibration": "which cluster a calibration was measured on",
+    "archbench.perfmodel.model.units": "`--bandwidth current`: the link of the cluster that is up",
+}
+
+
+def test_the_emulator_is_reached_only_through_its_door():
+    graph = import_graph()
+    reaching = {
+        name: sorted(
+            t for t in targets if t == "archbench.cluster" or t.startswith("archbench.cluster.")
+        )
+        for name, targets in graph.items()
+        if not (name == "archbench.cluster" or name.startswith("archbench.cluster."))
+    }
+    reaching = {name: targets for name, targets in reaching.items() if targets}
+    assert "archbench.emulation" in reaching, reaching  # the scan sees the door
+    assert set(reaching) <= set(CLUSTER_USERS), sorted(set(reaching) - set(CLUSTER_USERS))
+    # The door imports the emulator only when asked (inside its functions), so that importing
+    # it costs a rank on real hosts nothing.
+    tree = ast.parse((PACKAGE / "emulation.py").read_text(encoding="utf-8"))
+    top_level = [
+        node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
+        and "archbench.cluster" in ast.unparse(node)
+    ]  # fmt: skip
+    assert top_level == [], [ast.unparse(node) for node in top_level]

@@ -1,4 +1,4 @@
-"""The node library's stop sampler (archbench.timeline.throttle.StopSampler): a thread spinning in
+"""The node library's stop sampler (archbench.cluster.throttle.StopSampler): a thread spinning in
 a CFS group capped at a quarter of a core sees its own stops as jumps of its clock; the sampler,
 reading the group's cpu.stat meanwhile, must place a stop over each jump, the stops not
 overlapping and together no more than the kernel's throttled time. Needs root and a cpu controller."""
@@ -24,7 +24,7 @@ PERIOD_US, QUOTA_US = 10_000, 2_500
 SPIN = r"""
 import json, sys, threading, time
 from pathlib import Path
-from archbench.timeline.throttle import StopSampler, Throttle
+from archbench.cluster.throttle import StopSampler, Throttle
 with open(sys.argv[1], "w") as tasks:  # this thread into the capped group
     tasks.write(str(threading.get_native_id()))
 throttle, sampler = Throttle(), StopSampler()

@@ -13,9 +13,9 @@ executor, the input pipeline), so with only a core for each thread such a chain 
 1.4 virtual cores of work where a real host does one (benchmarks/dilation_reference.py, steps
 0.71-0.75 of the reference's with per-thread caps alone, 0.98-1.07 with one core per process).
 
-A process learns D from its node's environment (`ARCHBENCH_DILATION`, set by the node's sshd);
-everywhere else (a real cluster, localhost, an undilated cluster) D is 1 and virtual time is
-real time.
+A process learns D from its node's environment (`ARCHBENCH_DILATION`, set by the node's sshd),
+through `archbench.emulation`, the run path's one door to this package; everywhere else (a real
+cluster, localhost, an undilated cluster) D is 1 and virtual time is real time.
 
 `auto` picks the smallest D for which the nodes' busy threads fill at most half of this machine's
 cores left beside a reserve for the host side (the sweep driver, mpirun, the nodes' sshd):
@@ -29,15 +29,10 @@ run's record says whether its threads waited for one (`archbench.cluster.fidelit
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 from archbench.errors import UsageError
 
-DILATION_VARIABLE = "ARCHBENCH_DILATION"
-VCPUS_VARIABLE = "ARCHBENCH_VCPUS"
-PROCESS_VCPUS_VARIABLE = "ARCHBENCH_PROCESS_VCPUS"
-PERIOD_VARIABLE = "ARCHBENCH_CFS_PERIOD_US"
 AUTO = "auto"
 OFF = "off"
 # Virtual cores a training node keeps busy at once: its one training process, capped at a core
@@ -64,46 +59,6 @@ MAX_VCPUS = 64
 # 4 ms they got 0.89-0.95); longer only where the quota, period / D, would fall under 2.5 ms.
 DEFAULT_PERIOD_US = 10_000
 MIN_THREAD_QUOTA_US = 2_500
-
-
-def factor() -> float:
-    """This process's dilation factor D (1.0 where it runs in real time)."""
-    text = os.environ.get(DILATION_VARIABLE)
-    if not text:
-        return 1.0
-    try:
-        value = float(text)
-    except ValueError:
-        return 1.0
-    return value if math.isfinite(value) and value >= 1.0 else 1.0
-
-
-def virtual(seconds: float | None, dilation: float | None = None) -> float | None:
-    """A real duration in virtual seconds (real / D); None stays None."""
-    if seconds is None:
-        return None
-    return seconds / (dilation if dilation is not None else factor())
-
-
-def _count(variable: str) -> int | None:
-    text = os.environ.get(variable, "")
-    return int(text) if text.isdigit() and int(text) > 0 else None
-
-
-def node_vcpus() -> int | None:
-    """The virtual cores of this process's node (V), where the node declares them."""
-    return _count(VCPUS_VARIABLE)
-
-
-def process_vcpus() -> int | None:
-    """The virtual cores one process may use on this node (P), where the node declares them."""
-    return _count(PROCESS_VCPUS_VARIABLE)
-
-
-def cap_period_s() -> float | None:
-    """The CFS period of this node's thread caps, in real seconds (None off a capped node)."""
-    text = os.environ.get(PERIOD_VARIABLE, "")
-    return int(text) / 1e6 if text.isdigit() and int(text) > 0 else None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 
-LIBRARY_NAME = "libarchbench-node.so"  # archbench.cluster.nodelib builds it
+from archbench.virtualtime import LIBRARY_NAME
+
 NAP_VARIABLE = "ARCHBENCH_IDLE_NAP_US"
 DEFAULT_NAP_US = 100
 MAX_NAP_US = 100_000

@@ -23,7 +23,6 @@ from archbench.cluster import (
     slurm,
     sshd,
 )
-from archbench.cluster.idlewait import LIBRARY_NAME
 from archbench.cluster.spec import ClusterSpec
 from archbench.cluster.state import (
     ClusterState,
@@ -38,6 +37,7 @@ from archbench.cluster.state import (
 )
 from archbench.errors import RunFailed, UsageError
 from archbench.safe_text import plain_word
+from archbench.virtualtime import LIBRARY_NAME
 
 HOSTS_FILE = Path("/etc/hosts")
 # Open MPI reads per-user MCA parameters from here, on the host and (same $HOME) in the nodes.

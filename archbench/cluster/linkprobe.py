@@ -23,7 +23,7 @@ import time
 
 from archbench import mpitransport
 from archbench.cluster import threadcaps
-from archbench.cluster.dilation import factor
+from archbench.virtualtime import factor
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

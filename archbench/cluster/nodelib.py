@@ -12,10 +12,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from archbench.cluster import dilation as dilation_of
+from archbench import virtualtime
 from archbench.cluster.dilation import Dilation
-from archbench.cluster.idlewait import LIBRARY_NAME, NAP_VARIABLE
+from archbench.cluster.idlewait import NAP_VARIABLE
 from archbench.errors import RunFailed
+from archbench.virtualtime import LIBRARY_NAME
 
 SOURCE = Path(__file__).resolve().parent / "native" / "nodelib.c"
 CAPS_VARIABLE = "ARCHBENCH_THREAD_CAPS"
@@ -59,14 +60,14 @@ def node_environment(
     if dilation is not None and cluster_group is not None:
         env.update(
             {
-                dilation_of.DILATION_VARIABLE: f"{dilation.factor:g}",
-                dilation_of.PERIOD_VARIABLE: str(dilation.cfs_period_us),
+                virtualtime.DILATION_VARIABLE: f"{dilation.factor:g}",
+                virtualtime.PERIOD_VARIABLE: str(dilation.cfs_period_us),
                 CAPS_VARIABLE: str(cluster_group),
                 QUOTA_VARIABLE: str(dilation.thread_quota_us),
                 PROCESS_QUOTA_VARIABLE: str(dilation.process_quota_us),
                 CGROUP_VARIABLE: cgroup or "v1",
             }
         )
-        env[dilation_of.VCPUS_VARIABLE] = str(dilation.vcpus_per_node)
-        env[dilation_of.PROCESS_VCPUS_VARIABLE] = str(dilation.vcpus_per_process)
+        env[virtualtime.VCPUS_VARIABLE] = str(dilation.vcpus_per_node)
+        env[virtualtime.PROCESS_VCPUS_VARIABLE] = str(dilation.vcpus_per_process)
     return env

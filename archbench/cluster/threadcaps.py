@@ -16,8 +16,7 @@ import re
 from dataclasses import dataclass
 
 from archbench.cluster import cgroups
-from archbench.cluster.dilation import factor
-from archbench.cluster.idlewait import LIBRARY_NAME
+from archbench.virtualtime import LIBRARY_NAME, factor
 
 _THREAD_GROUP = re.compile(r"/vcpu/[pb]\d+/t\d+$")
 _BACKGROUND_GROUP = re.compile(r"/vcpu/b\d+/t\d+$")

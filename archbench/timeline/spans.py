@@ -21,7 +21,7 @@ Categories (the trace events' `cat`), which the breakdown and the overlap figure
   op ready and waiting for a thread (`stepstats.queued`), which also claims only what no other
   span covers;
 - `stopped`: the rank's process stopped by its node's CPU budget (an emulated node's quota for
-  the CFS period spent), as the kernel counted it (`archbench.timeline.throttle.StopSampler`):
+  the CFS period spent), as the kernel counted it (`archbench.cluster.throttle.StopSampler`):
   no engine runs then, so no other span can hold that time;
 - `step`: one traced step as the training loop timed it (the frame the others fall in).
 """

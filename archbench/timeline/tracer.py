@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from archbench.archs import uses_horovod
-from archbench.cluster.dilation import factor, virtual
+from archbench.emulation import STOP_SAMPLE_INTERVAL_US, factor, step_throttle, virtual
 from archbench.errors import UsageError
 from archbench.probes import is_probe
 from archbench.timeline import breakdown, build, clock, horovod
@@ -33,7 +33,6 @@ from archbench.timeline.derive import LOOP
 from archbench.timeline.plan import too_short, traced_steps
 from archbench.timeline.recorder import Recorder
 from archbench.timeline.spans import STEP, STOPPED, Span
-from archbench.timeline.throttle import SAMPLE_INTERVAL_US, StopSampler, Throttle
 from archbench.timeline.traceformat import dumps
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ def for_run(config: TrainConfig, place: ProcessPlace, data, workers: int) -> Tra
 
 STOP_SOURCE = (
     "kernel: the budget groups' throttled time (cpu.stat), read every "
-    f"{SAMPLE_INTERVAL_US} us of real time; the stop's end is within that"
+    f"{STOP_SAMPLE_INTERVAL_US} us of real time; the stop's end is within that"
 )
 
 
@@ -75,8 +74,7 @@ class Tracer:
         self.rounds: list | None = None
         self.frames: list[Span] = []
         self.traced_s: list[float] = []
-        self.throttle = Throttle()
-        self.sampler = StopSampler()
+        self.throttle, self.sampler = step_throttle()
         self.stops: list[Span] = []
         self.primer_step = _primer_step(config, steps)
 

@@ -21,9 +21,9 @@ from functools import cached_property
 import numpy as np
 
 from archbench import sparse_rows, warmgroup
-from archbench.cluster.dilation import factor as dilation_factor
 from archbench.compression import CompressionSpec
 from archbench.compression.record import ps_stats
+from archbench.emulation import factor as dilation_factor
 from archbench.errors import RunFailed, UsageError
 from archbench.launch import threads_per_process
 from archbench.localsgd import AVERAGE, SYNC

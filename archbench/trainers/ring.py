@@ -18,10 +18,10 @@ import os
 import numpy as np
 
 from archbench import sparse_rows
-from archbench.cluster.dilation import factor as dilation_factor
 from archbench.compression import ring_allreduce_bytes
 from archbench.compression.record import ring_stats
 from archbench.compression.ring import ring_compressor
+from archbench.emulation import factor as dilation_factor
 from archbench.localsgd import AVERAGE, SYNC
 from archbench.models import parameter_stats
 from archbench.trainers.base import KerasTrainer

@@ -9,7 +9,7 @@ list of results to --result-file.
 Every timing is a median over iterations after warm-up; the iteration count adapts to the size
 so each size takes about --seconds-per-size. On a time-dilated node each rank arms its thread
 caps before its first timed call (as a training rank does before its first timed step) and
-every timing is virtual: real / D (`archbench.cluster.dilation`); each row says its D.
+every timing is virtual: real / D (`archbench.emulation`); each row says its D.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ from functools import partial
 from itertools import islice
 
 from archbench import mpitransport, scratch
-from archbench.cluster import threadcaps
-from archbench.cluster.dilation import factor
 from archbench.config import TrainConfig
+from archbench.emulation import arm_caps, factor
 from archbench.launch import compute_window_s, detect_place, threads_per_process
 from archbench.perfmodel.model.formulas import allreduce_bus_bandwidth
 from archbench.settings import SETTINGS
@@ -60,7 +59,7 @@ def on_virtual_cores() -> float:
     """Arms this process's thread caps (a no-op off a dilated node) and returns its dilation
     factor D: every timing of the rank is divided by it."""
 
-    threadcaps.arm()
+    arm_caps()
     return factor()
 
 

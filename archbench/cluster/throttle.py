@@ -6,7 +6,8 @@ then, so a throttled stretch of a step is a gap in the trace. Each group's `cpu.
 time; read around each traced step, it says how much of the step's gap the budget explains. The
 groups read are those that can stop the thread running the step (on a time-dilated node: its own
 virtual core's, its process's and its node's), found when the step starts, since a dilated node
-places the thread in its group at the first timed step. None where no budget applies.
+places the thread in its group at the first timed step. None where no budget applies. The run
+path reaches it through `archbench.emulation.step_throttle`.
 
 Where the emulated node's library is loaded (`native/nodelib.c`), `StopSampler` also says where
 each stop fell: the kernel adds a stop's length to a group's throttled time when the stop ends,
@@ -30,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archbench.cluster import cgroups, threadcaps
+from archbench.virtualtime import STOP_SAMPLE_INTERVAL_US as SAMPLE_INTERVAL_US
 
-SAMPLE_INTERVAL_US = 200  # a stop's end is placed within this (real time)
 MAX_STOPS = 4096
 
 

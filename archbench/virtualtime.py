@@ -1,0 +1,74 @@
+"""Virtual time as a rank reads it from its node's environment: the dilation factor D, real <->
+virtual seconds, the node's virtual cores and its caps' period, whether the node library is
+loaded, and the cores the process may run on. A leaf: the emulated cluster (archbench.cluster) sets these names on its nodes, and the run
+path reads them through archbench.emulation; off an emulated node D is 1 and nothing is set.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+# What a node's sshd puts in the environment of every process it starts (archbench.cluster.nodelib).
+DILATION_VARIABLE = "ARCHBENCH_DILATION"
+VCPUS_VARIABLE = "ARCHBENCH_VCPUS"
+PROCESS_VCPUS_VARIABLE = "ARCHBENCH_PROCESS_VCPUS"
+PERIOD_VARIABLE = "ARCHBENCH_CFS_PERIOD_US"
+LIBRARY_NAME = "libarchbench-node.so"  # the library every process of a node preloads
+# How often the node library's sampler reads the budget groups during a traced step (real time).
+STOP_SAMPLE_INTERVAL_US = 200
+
+
+def factor() -> float:
+    """This process's dilation factor D (1.0 where it runs in real time)."""
+    text = os.environ.get(DILATION_VARIABLE)
+    if not text:
+        return 1.0
+    try:
+        value = float(text)
+    except ValueError:
+        return 1.0
+    return value if math.isfinite(value) and value >= 1.0 else 1.0
+
+
+def virtual(seconds: float | None, dilation: float | None = None) -> float | None:
+    """A real duration in virtual seconds (real / D); None stays None."""
+    if seconds is None:
+        return None
+    return seconds / (dilation if dilation is not None else factor())
+
+
+def _count(variable: str) -> int | None:
+    text = os.environ.get(variable, "")
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def node_vcpus() -> int | None:
+    """The virtual cores of this process's node (V), where the node declares them."""
+    return _count(VCPUS_VARIABLE)
+
+
+def process_vcpus() -> int | None:
+    """The virtual cores one process may use on this node (P), where the node declares them."""
+    return _count(PROCESS_VCPUS_VARIABLE)
+
+
+def cap_period_s() -> float | None:
+    """The CFS period of this node's thread caps, in real seconds (None off a capped node)."""
+    text = os.environ.get(PERIOD_VARIABLE, "")
+    return int(text) / 1e6 if text.isdigit() and int(text) > 0 else None
+
+
+def on_emulated_node() -> bool:
+    """Whether this process runs on an emulated node (it preloads the node library)."""
+    preloaded = os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
+    return any(os.path.basename(path) == LIBRARY_NAME for path in preloaded)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a launcher or cgroup can
+    narrow), not merely the cores the machine has."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity call on this platform
+        return os.cpu_count() or 1
