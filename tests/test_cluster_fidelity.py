@@ -165,22 +165,26 @@ def test_fidelity_check_meters_a_crowded_node_and_judges_every_run_against_the_m
     uncrowded = table.loc["uncrowded"]
     # The meters see both as less of a virtual core while computing (a process's threads are
     # capped at one virtual core together; a meter that counted another busy thread of the
-    # process would read about 2), and the verdict flags both for it, naming the cores, whatever
-    # their compute time did (with the share halved, a CI run measured each crowded pass at
-    # 0.61x the baseline's CPU, so the time alone moved less than the share).
+    # process would read about 2), and the machine-side check names the crowded machine.
     for crowded in (node, machine):
         assert crowded["core_share"] < 0.8 * crowded["baseline_core_share"], table
-        assert crowded["short_of_cores"] and crowded["flagged"], table
-        assert CORES in [part for part, _ in drift_causes(crowded)], table
+    assert "crowded-machine" in set(oversubscribed(study.ok)["run_id"])
+    # The crowded node's ranks got half a virtual core each or less (0.25 measured): at the same
+    # CPU a pass that alone at least doubles their compute, past the noise of any baseline seen
+    # here (its compute spread 5-18% between repetitions), so the verdict flags it
+    # for the cores it did not get, whatever its compute time did (with the share halved, a CI
+    # run measured each crowded pass at 0.61x the baseline's CPU, so the time alone moved less).
+    # (The crowded machine's shortfall, about a third, is judged like every run's, below.)
+    assert node["short_of_cores"] and node["flagged"], table
+    assert CORES in [part for part, _ in drift_causes(node)], table
     (note,) = [line for line in fidelity_notes(study.ok) if line.startswith("Fidelity")]
     assert "`crowded-node`" in note and "less of a core while computing" in note, note
-    assert "crowded-machine" in set(oversubscribed(study.ok)["run_id"])
     # The same ranks one to a node get the cores the dilation promised. (Its compute time is
     # judged against the baselines' noise like every run's, below, so it is not asserted here:
     # a 95% interval leaves a faithful run outside it one time in twenty.)
     assert not uncrowded["short_of_cores"], table
     # Every verdict is the measured noise's: flagged exactly where the compute lies outside it
-    # or a worker got less of a core than it allows.
+    # or a worker's shortfall of a core alone would take it there.
     for _, row in table.iterrows():
         outside = abs(math.log(row["median_ratio"])) > math.log1p(row["tolerance"])
         short = row["lowest_core_share"] < row["core_share_floor"]

@@ -20,15 +20,21 @@ statistic a run, whatever its W: the workers of one run ran at the same moments,
 W independent draws, and a faithful 12-worker run must not be flagged twelve times as often. The
 note also gives the worst worker's ratio.
 
-A run is also flagged where a worker got less of a virtual core while computing than its
-baseline's noise allows (`short_of_cores`): the dilation promised every thread a virtual core, and
-a node crowded past its cores breaks that promise even where the compute time lands inside the
-noise (a pass that costs less CPU while the share halves moves the time less than the share: a
-crowded node measured 0.61x the baseline's CPU a pass). The share is judged one-sided (more of a
-core is the process's other threads working during the pass, as they would on a host) and for the
-lowest of the W workers (one crowded node among several is a crowded run), so its bound is the
-lower 1 - 0.05/W prediction bound of one more baseline share (Bonferroni over the workers), never
-within `FLOOR`. An engine with
+A run is also flagged where a worker got so much less of a virtual core while computing than
+the baseline did that the shortfall alone would move its compute outside the baseline's noise
+(`short_of_cores`): a pass's time is its CPU over the share of a core it got, so at the same CPU a
+worker on share s computes base_share / s times as long. The dilation promised every thread a
+virtual core, and a node crowded past its cores breaks that promise even where the compute time
+lands inside the noise (a pass that costs less CPU while the share halves moves the time less than
+the share: a crowded node measured 0.61x the baseline's CPU a pass). The shortfall is judged with
+the compute's own noise, the verdict's yardstick, not with the spread of the baseline's shares:
+three repetitions of one worker vary by about 1% in share while faithful runs of several workers
+vary by 5% and more (their other threads' work during the pass), so a bound from the shares
+flagged faithful runs whose threads never waited for a core (2 of 39 in a demo, at 0.95 of the
+baseline's share). It is one-sided (more of a core is the process's other threads working during
+the pass, as they would on a host) and for the lowest of the W workers (one crowded node among
+several is a crowded run), so its bound is the lower 1 - 0.05/W prediction bound of the baseline's
+compute (Bonferroni over the workers), never within `FLOOR`. An engine with
 fewer than `MIN_REPETITIONS` one-worker runs has no noise to judge by: its runs are listed as not
 judged, never judged by another engine's. A baseline whose repetitions spread more than
 `UNSTABLE` (relative standard deviation; pyperf calls a benchmark unstable past 10%) is named.
@@ -116,11 +122,11 @@ class EngineBaseline:
 
     def core_share_floor(self, workers: int) -> float:
         """The least share of a virtual core the lowest of `workers` faithful workers gets: the
-        one-sided lower prediction bound of one more baseline share at 1 - (1 - LEVEL)/workers,
-        never within FLOOR of their center; NaN where too few repetitions were metered."""
-        shares = [share for share in self.core_shares if not math.isnan(share) and share > 0]
-        log_width = _log_half_width(shares, (1 - LEVEL) / max(workers, 1))
-        return float(np.exp(np.mean(np.log(shares)) - log_width)) if shares else math.nan
+        baseline's share over the one-sided 1 - (1 - LEVEL)/workers prediction bound of its
+        compute (a shortfall past it would, at the same CPU a pass, slow the compute past the
+        noise), never within FLOOR; NaN where the shares were not metered or too few ran."""
+        log_width = _log_half_width(self.compute_s, (1 - LEVEL) / max(workers, 1))
+        return float(self.core_share * math.exp(-log_width))
 
 
 def _log_half_width(values: list[float], tail: float) -> float:
@@ -383,8 +389,9 @@ def _verdict_note(ok: pd.DataFrame) -> str | None:
         "Fidelity (a run's workers' median compute, forward + backward, against its own engine's "
         "one-worker runs on this cluster: flagged outside the 95% prediction interval of one "
         f"more of those runs, Student's t on their log compute, never within {FLOOR:.0%}; "
-        "and where a worker got less of a virtual core while computing than the lower bound "
-        "of those runs' shares, for the lowest of its workers): "
+        "and where a worker got so much less of a virtual core while computing than those runs "
+        "did that the shortfall alone would slow its compute past that noise, for the lowest "
+        "of its workers): "
     )
     if judged.empty:
         verdict = "no run could be judged"
