@@ -28,6 +28,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,8 +42,10 @@ from archbench.localsgd import SyncSchedule
 from archbench.models import global_norm, parameter_digest
 from archbench.partition import data_partition
 from archbench.probes import is_probe
-from archbench.trainers.base import Trainer
 from archbench.workloads.task import correct_count, is_regression, per_sample_loss
+
+if TYPE_CHECKING:  # a type only: the loop drives any Trainer and needs none of their code
+    from archbench.trainers.base import Trainer
 
 EVAL_BATCH = 1000
 MAX_COMPUTE_PASSES = 1000  # bounds a probe's compute window however short a pass is
