@@ -8,14 +8,21 @@ a busy sshd does), or closed by the node's sshd; and an mpirun job whose rank fa
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from archbench.record import RunRecord
+from archbench.sweep import records
+from archbench.sweep.hosts import resolve_target
 from archbench.sweep.launch_failures import LAUNCH_FAILED, launcher_start_failure
+from archbench.sweep.plan import build_plan
 from archbench.sweep.progress import Progress, format_duration
 from archbench.sweep.records import classify
 from archbench.sweep.runner import ProcessOutcome
+from archbench.sweep.spec import load_spec
 
 
 def ended(code: int, timed_out: bool = False) -> ProcessOutcome:
@@ -152,3 +159,43 @@ def test_progress_redraws_one_bar_on_a_terminal():
 @pytest.mark.parametrize("seconds,text", [(None, "?"), (4.4, "4s"), (75, "1m15s"), (3720, "1h02m")])
 def test_durations(seconds, text):
     assert format_duration(seconds) == text
+
+
+def test_a_hostfile_studys_records_carry_the_link_its_cluster_states(tmp_path: Path) -> None:
+    """A hostfile cluster's ranks cannot see the rate its spec states (measured by `archbench
+    init`, or the user's), so the sweep writes it into the record, where an emulated node's ranks
+    write their shaped link: the performance model then prices the study's runs on it."""
+    (tmp_path / "hosts.txt").write_text("localhost slots=2\n")
+    spec_path = tmp_path / "mine.yaml"
+    spec_path.write_text(
+        "study: mine\n"
+        f"cluster: {{kind: hostfile, hostfile: {tmp_path / 'hosts.txt'}, bandwidth: 1gbit}}\n"
+        "fixed: {model: mlp, steps: 12, eval_samples: 200}\nfactors: {arch: [single]}\n"
+    )
+    target = resolve_target(load_spec(spec_path))
+    assert (target.kind, target.bandwidth) == ("hostfile", "1gbit")
+    (run,) = build_plan(load_spec(spec_path), target).runs
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # the chief's own record, as a run on one of the cluster's hosts writes it
+    trained = subprocess.run(
+        [sys.executable, "-m", "archbench.train", "--arch", "single", "--model", "mlp",
+         "--steps", "12", "--eval-samples", "200", "--run-id", run.run_id,
+         "--out", str(run_dir / "record.jsonl")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
+
+    def finished(link: str | None) -> RunRecord:
+        record = records.build(
+            run, "mine", ended(0), run_dir, "mpirun ...", str(tmp_path / "hosts.txt"),
+            "2026-01-01T00:00:00Z", "2026-01-01T00:00:09Z", 1, target.kind, cluster_link=link,
+        )  # fmt: skip
+        assert record["status"] == "ok", record.get("error")
+        return RunRecord(record)
+
+    view = finished(target.bandwidth)
+    assert view.link == "1gbit" and view.link_bits == 1e9
+    assert not view.emulated  # a stated link is not the emulator's shaped one
+    # where the cluster states no rate, none is made up
+    assert finished(None).link_bits is None

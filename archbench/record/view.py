@@ -138,13 +138,18 @@ class RunRecord:
 
     @property
     def link_bits(self) -> float | None:
-        """Bits per second of the shaped link between hosts (None: unshaped)."""
+        """Bits per second of the link between hosts the record names: shaped on the emulated
+        cluster, stated (or measured by `archbench init`) for a hostfile one; None: none named."""
         rate = Bandwidth.of_link(self.cluster.get("link"))
         return rate.bits_per_s if rate is not None else None
 
     @property
     def emulated(self) -> bool:
-        """archbench records a shaped link only for its emulated cluster."""
+        """Whether the run ran on archbench's emulated cluster, as its fidelity probe found
+        (records from before the probe: only the emulated cluster recorded a link then)."""
+        fidelity = self.raw.get("fidelity")
+        if isinstance(fidelity, dict) and "emulated" in fidelity:
+            return bool(fidelity["emulated"])
         return bool(self.cluster.get("emulated")) or bool(self.cluster.get("link"))
 
     @property

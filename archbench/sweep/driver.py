@@ -426,6 +426,7 @@ class Sweep:
             attempt,
             self.plan.target.kind,
             launch=records.cold_launch(launched_at),
+            cluster_link=self.plan.target.bandwidth,
         )
         return record
 
@@ -539,6 +540,7 @@ class Sweep:
                     attempts[run.run_id],
                     self.plan.target.kind,
                     launch=records.warm_launch(name, position, len(runs)),
+                    cluster_link=self.plan.target.bandwidth,
                 )
                 error = record.get("error") or {}
                 if position == 1 and error.get("type") == LAUNCH_FAILED:
@@ -602,6 +604,7 @@ class Sweep:
                 finished_at,
                 attempt,
                 self.plan.target.kind,
+                cluster_link=self.plan.target.bandwidth,
             )
             record["sweep"]["recovered"] = True
             if self.store.add(record):

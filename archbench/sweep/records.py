@@ -153,9 +153,12 @@ def build(
     attempt: int,
     cluster_kind: str,
     launch: dict[str, Any] | None = None,
+    cluster_link: str | None = None,
 ) -> dict[str, Any]:
     """The one record results.jsonl keeps for this run; `launch`: how the driver launched it
-    (warm_launch, cold_launch; what the run's own record says about it wins)."""
+    (warm_launch, cold_launch; what the run's own record says about it wins); `cluster_link`:
+    the rate the study's cluster states for its links (a hostfile cluster's, measured by
+    `archbench init` or stated)."""
     log_path = run_dir / "log.txt"
     own = train_record(run_dir / "record.jsonl", run.run_id)
     log_text = read_log(log_path)
@@ -181,6 +184,11 @@ def build(
     cluster = record.setdefault("cluster", {})
     if isinstance(cluster, dict) and not cluster.get("hostfile"):
         cluster["hostfile"] = hostfile  # remote ranks cannot see the launcher's command line
+    link = run.config.get("bandwidth") or cluster_link
+    if isinstance(cluster, dict) and not cluster.get("link") and link:
+        # Every kind records its link in one place: an emulated node's ranks read their shaped
+        # link themselves; the rate a hostfile cluster states is known here, not to its ranks.
+        cluster["link"] = link
     if isinstance(cluster, dict) and cluster_kind == "slurm":
         # The allocation the sweep ran in: also when the ranks were started over ssh, which
         # does not pass Slurm's variables on.
