@@ -598,10 +598,11 @@ def describe(crossover: Crossover) -> str:
 
 def _ms(pair: tuple[float, float]) -> str:
     """The term on each side of the crossover; 'none' where the architecture has no such term
-    (p2p has no server link)."""
-    if pair[0] == 0 and pair[1] == 0:
+    (p2p has no server link; a nanosecond or less is rounding, not a term)."""
+    if max(abs(pair[0]), abs(pair[1])) < 1e-9:
         return "has none"
-    return f"{pair[0] * 1e3:.3g} -> {pair[1] * 1e3:.3g} ms/step"
+    before, after = ("0" if abs(v) < 1e-9 else f"{v * 1e3:.3g}" for v in pair)
+    return f"{before} -> {after} ms/step"
 
 
 # --------------------------------------------------------------------------- the study's runs

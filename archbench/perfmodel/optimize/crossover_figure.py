@@ -194,8 +194,10 @@ def _axes(
 def _draw_markers(ax: Axes, markers: Sequence[Marker]) -> None:
     """Black and white, to stand out on any shade: a disc where the runs agree with the map,
     a ring with a cross (and what was measured) where they do not. Labels of neighbouring
-    disagreeing markers alternate above and below them, so those on one line do not overlap."""
+    disagreeing markers alternate above and below them (on the lowest row, two heights above:
+    below it are the axis's ticks), so those on one line do not overlap."""
     labelled = 0
+    lowest = min((m.y for m in markers), default=0.0)
     for m in sorted(markers, key=lambda m: (m.y, m.x)):
         if not m.compared:
             ax.scatter([m.x], [m.y], s=30, color="black", marker=".", zorder=6)
@@ -205,7 +207,7 @@ def _draw_markers(ax: Axes, markers: Sequence[Marker]) -> None:
             ax.scatter([m.x], [m.y], s=110, color="white", edgecolors="black", lw=1.8, zorder=6)
             ax.scatter([m.x], [m.y], s=55, color="black", marker="x", lw=1.6, zorder=7)
             if len(markers) <= MAX_LABELLED_MARKERS:
-                offset = (9, 7) if labelled % 2 == 0 else (9, -15)
+                offset = (9, 7) if labelled % 2 == 0 else (9, 19 if m.y == lowest else -15)
                 labelled += 1
                 ax.annotate(
                     f"measured: {m.measured_fastest}", (m.x, m.y), xytext=offset,
