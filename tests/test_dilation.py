@@ -28,9 +28,9 @@ from archbench.cluster.state import link_rate
 from archbench.errors import UsageError
 from archbench.loop import step_blocks
 from archbench.record import append_record, cluster_section, in_virtual_time
-from archbench.sweep.hosts import ClusterTarget
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import load_spec
+from archbench.sweep.target import ClusterTarget
 
 
 def test_durations_are_divided_and_rates_multiplied_by_the_dilation() -> None:

@@ -243,7 +243,7 @@ def test_the_record_imports_nothing_above_its_floor():
 CLUSTER_USERS = {
     "archbench.emulation": "the run path's one door to the emulator",
     "archbench.sweep.emulated": "the emulated cluster kind: brings it up and down for a study",
-    "archbench.sweep.hosts": "resolves a study's cluster kind, the emulated one among them",
+    "archbench.sweep.kinds.emulated": "the emulated kind: whether it can be built, is up",
     "archbench.sweep.spec": "checks a study's cluster: block against the emulator's limits",
     "archbench.doctor.cli": "`archbench doctor`: whether an emulated cluster is up",
     "archbench.init.hosts": "`archbench init`: the hosts of an emulated cluster that is up",

@@ -12,9 +12,9 @@ import pytest
 from archbench import hosts
 from archbench.errors import UsageError
 from archbench.sweep import commands, design
-from archbench.sweep.hosts import ClusterTarget
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import NumericRange, load_spec
+from archbench.sweep.target import ClusterTarget
 
 LOCAL4 = ClusterTarget("localhost", (("localhost", 4),))
 FOUR_NODES = ClusterTarget(
@@ -333,9 +333,12 @@ def test_a_plan_refuses_more_runs_than_the_limit(tmp_path):
 def test_a_plan_refuses_an_emulated_cluster_this_machine_cannot_build(tmp_path, monkeypatch):
     """Before any lock or folder (a dry run too): the checks of `cluster up`, on a machine whose
     cores leave no room for the nodes."""
+    import archbench.cluster.spec
     import archbench.launch
 
+    # the cores the spec's check and the cluster's own (`cluster up`) read
     monkeypatch.setattr(archbench.launch, "usable_cores", lambda: 0.25)
+    monkeypatch.setattr(archbench.cluster.spec, "usable_cores", lambda: 0.25)
     spec = spec_from(
         tmp_path, "cluster: {kind: emulated, nodes: 4, name: nosuch-cluster}\nfixed: {steps: 6}"
     )

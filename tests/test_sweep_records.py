@@ -16,7 +16,7 @@ import pytest
 
 from archbench.record import RunRecord
 from archbench.sweep import records
-from archbench.sweep.hosts import resolve_target
+from archbench.sweep.kinds import resolve_target
 from archbench.sweep.launch_failures import LAUNCH_FAILED, launcher_start_failure
 from archbench.sweep.plan import build_plan
 from archbench.sweep.progress import Progress, format_duration

@@ -449,7 +449,7 @@ def test_the_demo_study_covers_every_architecture_and_each_placement(tmp_path):
     # ps x 3, fp16 ring x 3, and each architecture with one worker x 3 (the fidelity verdict's
     # baselines; one host's single is the one the design already runs)
     assert len(local.stdout.splitlines()) == 21 + 8 + 3 + 3 + 9
-    from archbench.sweep.hosts import emulation_unavailable
+    from archbench.sweep.kinds import emulation_unavailable
 
     if emulation_unavailable():
         pytest.skip(emulation_unavailable())
@@ -489,7 +489,7 @@ def test_the_demo_study_covers_every_architecture_and_each_placement(tmp_path):
 
 
 def test_a_bandwidth_factor_runs_in_one_block_per_bandwidth(tmp_path):
-    from archbench.sweep.hosts import emulation_unavailable
+    from archbench.sweep.kinds import emulation_unavailable
 
     if emulation_unavailable():
         pytest.skip(emulation_unavailable())

@@ -10,7 +10,7 @@ import pytest
 
 from archbench.errors import UsageError
 from archbench.sweep import slurm
-from archbench.sweep.hosts import resolve_target
+from archbench.sweep.kinds import resolve_target
 from archbench.sweep.spec import parse_spec
 
 

@@ -182,7 +182,7 @@ def test_a_study_whose_model_file_changed_since_its_runs_refuses_before_any_run(
 
 def test_a_study_whose_data_file_changed_is_refused_by_the_records_it_kept(tmp_path: Path):
     """The check the sweep makes on its records, given records as a sweep keeps them."""
-    from archbench.sweep.hosts import resolve_target
+    from archbench.sweep.kinds import resolve_target
     from archbench.sweep.plan import build_plan
     from archbench.sweep.spec import load_spec
     from archbench.sweep.user_files import check_unchanged

@@ -14,7 +14,7 @@ from typing import TextIO
 from archbench.bandwidth import Bandwidth
 from archbench.doctor.dataset import DataSet
 from archbench.doctor.problems import Problem
-from archbench.errors import StopError, UsageError
+from archbench.errors import UsageError
 from archbench.hosts import check_host_name, parse_host_list, read_hostfile
 from archbench.settings import SETTINGS, LevelError
 
@@ -133,23 +133,14 @@ def _from_study(path: str) -> Inputs:
     """Hosts, interpreter, data sets, controllers and link claim of a study's cluster and runs."""
     # deferred: the sweep's planner (subprocess, shlex) loads only for --study
     from archbench.sweep.commands import default_python
-    from archbench.sweep.hosts import resolve_target
+    from archbench.sweep.kinds import SRUN, kind_of, resolve_target
     from archbench.sweep.plan import build_plan
     from archbench.sweep.spec import load_spec
 
     spec = load_spec(path)
     target = resolve_target(spec)
-    if target.kind == "emulated":
-        # deferred: the cluster state (fcntl) loads only for an emulated cluster
-        from archbench.cluster.state import is_up, load_state
-
-        state = load_state(spec.cluster.name)
-        if state is None or not is_up(state):
-            raise StopError(
-                f"the study's emulated cluster {spec.cluster.name!r} is not up: bring it up "
-                f"(archbench cluster up --name {spec.cluster.name} --prefix {spec.cluster.prefix} "
-                f"--nodes {spec.cluster.nodes}) and run doctor again"
-            )
+    kind = kind_of(target)
+    kind.check_up(target, spec)
     runs = build_plan(spec, target).runs
     data_sets = list(
         dict.fromkeys(
@@ -173,7 +164,7 @@ def _from_study(path: str) -> Inputs:
         controllers=controllers,
         models=_user_models(models),
         source=f"study {spec.name} ({target.kind})",
-        through_srun=target.kind == "slurm",
+        through_srun=kind.host_checks(has_user_files=True) == SRUN,
     )
 
 

@@ -21,7 +21,7 @@ from archbench.init.text import render, user_values
 from archbench.output_folder import file_problem
 from archbench.perfmodel.model.modelinfo import USER_DATA_INPUTS
 from archbench.settings import SETTINGS, add_flag
-from archbench.sweep.hosts import resolve_target
+from archbench.sweep.kinds import resolve_target
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import load_spec
 

@@ -12,9 +12,9 @@ from typing import Any
 from archbench.archs import has_servers
 from archbench.errors import UsageError
 from archbench.sweep.commands import layout_for
-from archbench.sweep.hosts import ClusterTarget
 from archbench.sweep.plan import normalise
 from archbench.sweep.spec import StudySpec
+from archbench.sweep.target import ClusterTarget
 
 ARCHS = ("single", "ring", "p2p", "ps")
 # Doubling worker counts, as scaling is read; a starter stops at 8 (add levels to go further).

@@ -26,7 +26,7 @@ from archbench.archs import arch as architecture
 from archbench.errors import UsageError
 from archbench.hosts import HostSlots, host_list_text, read_hostfile, total_slots
 from archbench.settings import PLACEMENT_POLICIES, SETTINGS
-from archbench.sweep.hosts import ClusterTarget
+from archbench.sweep.target import ClusterTarget
 
 Layout = tuple[HostSlots, ...]  # (host, ranks on it) in rank order
 

@@ -34,9 +34,10 @@ from archbench.sweep.commands import (
     shell_line,
     train_argv,
 )
-from archbench.sweep.emulated import EmulatedCluster
 from archbench.sweep.groups import cold_groups, warm_groups
-from archbench.sweep.hosts import resolve_target
+from archbench.sweep.kinds import SRUN, ClusterKind, kind_of, resolve_target
+from archbench.sweep.kinds import describe as describe_target
+from archbench.sweep.kinds.base import ClusterManager
 from archbench.sweep.launch_failures import LAUNCH_FAILED
 from archbench.sweep.live_report import LiveReport
 from archbench.sweep.plan import PlannedRun, StudyPlan, build_plan, check_only, describe
@@ -104,7 +105,7 @@ class Sweep:
         self.store = ResultStore(self.results_dir)
         self.python = spec.python or default_python()
         self.plan: StudyPlan | None = None
-        self.cluster: EmulatedCluster | None = None
+        self.cluster: ClusterManager | None = None
         self.current: RunningProcess | GroupLaunch | None = None
         self.started = time.monotonic()
         self.recorded: list[dict[str, Any]] = []  # the records this driver added
@@ -144,6 +145,11 @@ class Sweep:
             if status is None or (status != "ok" and self.options.retry_failed):
                 todo.append(run)
         return todo
+
+    @property
+    def kind(self) -> ClusterKind:
+        """What the study's kind of cluster does for the sweep (archbench.sweep.kinds)."""
+        return kind_of(self.plan.target)
 
     # ----------------------------------------------------------------- the sweep
 
@@ -203,7 +209,7 @@ class Sweep:
             shape = f"{plan.configurations} configurations ({len(self.spec.also)} in also: blocks)"
         return (
             f"study {self.spec.name}: {shape} = {len(plan.runs)} runs on "
-            f"{plan.target.describe()}; {done} ok, {failed} failed already recorded; {todo} to run"
+            f"{describe_target(plan.target)}; {done} ok, {failed} failed already recorded; {todo} to run"
         )
 
     def _load_records(self, repair: bool = True) -> None:
@@ -251,19 +257,9 @@ class Sweep:
             self.say(note)
         self.say(self._summary_line(len(todo)) + self._launches_text(groups))
         owner_file = self.results_dir / ".cluster-owner"
-        if self.plan.target.kind == "emulated" and (todo or owner_file.exists()):
-            cluster_spec = self.spec.cluster
-            self.cluster = EmulatedCluster(
-                self.plan.target,
-                cluster_spec.name,
-                cluster_spec.prefix,
-                owner_file=owner_file,
-                log=self.say,
-                dilation=cluster_spec.dilation,
-                vcpus_per_node=cluster_spec.vcpus_per_node,
-                vcpus_per_process=cluster_spec.vcpus_per_process,
-                idle_nap_us=cluster_spec.idle_nap_us,
-            )
+        manager = self.kind.manager(self.plan.target, self.spec, owner_file, self.say)
+        if manager is not None and (todo or owner_file.exists()):
+            self.cluster = manager
             self.cluster.check_ready(
                 {r.config["bandwidth"] for r in todo if "bandwidth" in r.config}
             )
@@ -272,13 +268,11 @@ class Sweep:
         live = LiveReport(self.results_dir, self.spec.report_every_s, self.say)
         previous_handlers = _stop_signals_raise_interrupt()
         progress = Progress(len(todo), stream=self.err)
-        # localhost: its runs reach no other host; Slurm: mpirun starts the ranks through srun,
-        # and a site may refuse ssh to its nodes, which ssh-based checks would take for a fault:
-        # there only the user's files are compared, through srun, and only when there are some
-        slurm = self.plan.target.kind == "slurm"
-        hosts_checked = self.plan.target.kind == "localhost" or (
-            slurm and not (user_files.user_models(todo) or user_files.user_data(todo))
+        # how this kind's hosts are checked before the first run (never on localhost)
+        checks = self.kind.host_checks(
+            bool(user_files.user_models(todo) or user_files.user_data(todo))
         )
+        hosts_checked = checks is None
         try:
             for index, group in enumerate(groups):
                 if index:  # between launches: nothing trains while the report is written
@@ -296,7 +290,7 @@ class Sweep:
                         preflight.check_hosts(
                             hosts, self.python, self.say,
                             user_files.user_models(todo), user_files.user_data(todo),
-                            through_srun=slurm,
+                            through_srun=checks == SRUN,
                         )  # fmt: skip
                         hosts_checked = True
                     if len(left) == 1:
@@ -334,7 +328,7 @@ class Sweep:
         """On the emulated cluster each bandwidth change re-shapes every link: run each bandwidth as
         one block (blocks in the order they first appear in the shuffled list, runs keep their order
         inside)."""
-        if self.plan is None or self.plan.target.kind != "emulated":
+        if self.plan is None or not self.kind.shapes_links:
             return runs
         blocks: dict[Any, list[PlannedRun]] = {}
         current = None

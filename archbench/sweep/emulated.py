@@ -13,7 +13,7 @@ from pathlib import Path
 from archbench.bandwidth import Bandwidth
 from archbench.cluster.preflight import require_cluster_support
 from archbench.errors import StopError, UsageError
-from archbench.sweep.hosts import ClusterTarget
+from archbench.sweep.target import ClusterTarget
 
 
 def node_spec(

@@ -19,10 +19,10 @@ from archbench.archs import arch as architecture
 from archbench.errors import UsageError
 from archbench.settings import PLACEMENT_POLICIES, SETTINGS, applies, combination_problem
 from archbench.sweep import commands, design
-from archbench.sweep.emulated import check_buildable
-from archbench.sweep.hosts import ClusterTarget
+from archbench.sweep.kinds import kind_of
 from archbench.sweep.limits import MAX_DESIGN_POINTS, MAX_RUNS
 from archbench.sweep.spec import Design, StudySpec
+from archbench.sweep.target import ClusterTarget
 from archbench.timeline.plan import too_short
 
 # Launch defaults for multi-process runs when the study does not set them (the registry's).
@@ -172,7 +172,7 @@ def normalise(
             config.pop("placement", None)  # every rank is on the one host whatever the policy
         else:
             config.setdefault("placement", DEFAULT_PLACEMENT)
-        if target.kind == "emulated":
+        if kind_of(target).shapes_links:
             if "bandwidth" not in config and target.bandwidth:
                 config["bandwidth"] = target.bandwidth
         elif "bandwidth" in config:
@@ -209,7 +209,7 @@ def _untraceable(config: dict[str, Any]) -> str | None:
 
 def _loaded_baseline(spec: StudySpec, target: ClusterTarget) -> bool:
     if spec.baseline_load == "auto":
-        return target.kind == "emulated"
+        return kind_of(target).loads_baselines
     return spec.baseline_load == "loaded"
 
 
@@ -251,8 +251,7 @@ def run_id_for(
 
 def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
     """Every run of the study, validated and in run order; UsageError on the first problem."""
-    if target.kind == "emulated":
-        check_buildable(target, spec.cluster)
+    kind_of(target).check_plan(target, spec)
     parts = design_parts(spec)
     varying = varied_settings(spec)
     plan = StudyPlan(spec, target, [], design_points=sum(len(part.points) for part in parts))
@@ -320,7 +319,7 @@ def build_plan(spec: StudySpec, target: ClusterTarget) -> StudyPlan:
                     layout=layout,
                     timeout_s=spec.timeout_for(run_config),
                     launched=config["arch"] in MULTI_PROCESS
-                    or target.kind != "localhost"
+                    or kind_of(target).launches_single
                     or config.get("companions", 0) > 0,
                     traced=traced,
                 )

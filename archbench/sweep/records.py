@@ -5,7 +5,6 @@ with the run's sweep details and, for a failure, the tail of its log."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 from pathlib import Path
@@ -15,6 +14,7 @@ from archbench.archs import arch as architecture
 from archbench.environment import environment, now_iso
 from archbench.jsonl import read_json
 from archbench.record import build_record, cluster_section, complete, read_records
+from archbench.sweep.kinds import KINDS
 from archbench.sweep.launch_failures import LAUNCH_FAILED, launcher_start_failure
 from archbench.sweep.plan import PlannedRun
 from archbench.sweep.runner import ProcessOutcome
@@ -189,11 +189,8 @@ def build(
         # Every kind records its link in one place: an emulated node's ranks read their shaped
         # link themselves; the rate a hostfile cluster states is known here, not to its ranks.
         cluster["link"] = link
-    if isinstance(cluster, dict) and cluster_kind == "slurm":
-        # The allocation the sweep ran in: also when the ranks were started over ssh, which
-        # does not pass Slurm's variables on.
-        cluster["slurm_job_id"] = cluster.get("slurm_job_id") or os.environ.get("SLURM_JOB_ID")
-        cluster["slurm_nodelist"] = os.environ.get("SLURM_JOB_NODELIST")
+    if isinstance(cluster, dict):
+        KINDS[cluster_kind].record_facts(cluster)
     config = record.setdefault("config", {})
     for key in ("workers", "placement", "bandwidth", "launcher"):
         if key in run.config:

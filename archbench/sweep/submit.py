@@ -22,8 +22,8 @@ from archbench.errors import StopError, UsageError
 from archbench.hosts import HostSlots
 from archbench.safe_text import one_line, plain_word
 from archbench.sweep import preflight
-from archbench.sweep.hosts import ClusterTarget
 from archbench.sweep.spec import StudySpec, load_spec
+from archbench.sweep.target import ClusterTarget
 
 # Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
 _TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|\d+-\d+")

@@ -54,8 +54,7 @@ from archbench.perfmodel.model.units import (
 from archbench.process_group import run_in_group
 from archbench.settings import SETTINGS, add_flag
 from archbench.sweep.commands import mpirun_argv
-from archbench.sweep.emulated import EmulatedCluster
-from archbench.sweep.hosts import resolve_target
+from archbench.sweep.kinds import kind_of, resolve_target
 from archbench.sweep.spec import load_spec
 
 SCHEMA = "archbench.microbench/1"
@@ -413,14 +412,10 @@ def run_for_study(args: argparse.Namespace) -> int:
         batches = sorted({int(r.config["batch_size"]) for r in runs if r.config.get("batch_size")})
         args.batch_sizes = ",".join(map(str, batches)) or args.batch_sizes
         args.threads = int(runs[0].config.get("threads") or args.threads)
-    cluster = None
-    if target.kind == "emulated":
-        cluster = EmulatedCluster(
-            target, spec.cluster.name, spec.cluster.prefix,
-            log=lambda line: print(f"[microbench] {line}", file=sys.stderr, flush=True),
-            dilation=spec.cluster.dilation, vcpus_per_node=spec.cluster.vcpus_per_node,
-            vcpus_per_process=spec.cluster.vcpus_per_process, idle_nap_us=spec.cluster.idle_nap_us,
-        )  # fmt: skip
+    cluster = kind_of(target).manager(
+        target, spec, None, lambda line: print(f"[microbench] {line}", file=sys.stderr, flush=True)
+    )
+    if cluster is not None:
         cluster.check_ready({target.bandwidth} if target.bandwidth else set())
     try:
         if cluster is not None:

@@ -105,7 +105,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _candidates(plan: Any) -> list[Candidate]:
-    shared = plan.target.kind in ("localhost", "emulated")  # every rank on this machine's cores
+    # deferred: the sweep's cluster kinds load only for a study
+    from archbench.sweep.kinds import kind_of
+
+    shared = kind_of(plan.target).on_this_machine  # every rank on this machine's cores
     by_key: dict[str, Candidate] = {}
     for run in plan.runs:
         key = config_key(run.config)
@@ -135,7 +138,7 @@ def _measure(spec: Any, cluster: str | None, run_ids: set[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     # deferred: the study reader and planner load only when optimize runs, not for --help
-    from archbench.sweep.hosts import resolve_target
+    from archbench.sweep.kinds import resolve_target
     from archbench.sweep.plan import build_plan
     from archbench.sweep.spec import load_spec
 
