@@ -28,7 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "init": "archbench.init.cli",
     "report": "archbench.analysis.cli",
     "compare": "archbench.analysis.compare",
-    "timeline": "archbench.timeline.cli",
+    "timeline": "archbench.analysis.trace_cli",
     "microbench": "archbench.perfmodel.measure.microbench",
     "predict": "archbench.perfmodel.model.cli_predict",
     "model": "archbench.perfmodel.fit.cli_model",

@@ -15,6 +15,7 @@ from archbench.archs import ARCHITECTURES
 from archbench.compression import CompressionSpec
 from archbench.errors import UsageError
 from archbench.jsonl import check_appendable
+from archbench.probes import too_short
 from archbench.settings import (
     ALLREDUCE_ALGORITHMS,
     COMPRESSIONS,
@@ -29,7 +30,6 @@ from archbench.settings import (
     combination_problem,
     record_config,
 )
-from archbench.timeline.plan import too_short
 
 __all__ = [
     "ALLREDUCE_ALGORITHMS",

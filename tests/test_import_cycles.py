@@ -273,3 +273,40 @@ def test_the_emulator_is_reached_only_through_its_door():
         and "archbench.cluster" in ast.unparse(node)
     ]  # fmt: skip
     assert top_level == [], [ast.unparse(node) for node in top_level]
+
+
+# The packages that answer a command (a study, a check of hosts, the emulator, the performance
+# model, the report): above the run path, which trains one run and writes its record.
+COMMAND_PACKAGES = {
+    "sweep",
+    "doctor",
+    "init",
+    "cluster",
+    "perfmodel",
+    "analysis",
+    "cli",
+    "bench",
+    "info",
+}
+
+
+def test_the_run_path_imports_no_command_above_it():
+    """config, launch, loop, train, the trainers, the workloads, the timeline and the record
+    import none of the command packages (the emulator only through its door), so a rank loads
+    what a run needs and no import climbs back up."""
+    graph = import_graph()
+
+    def unit(name: str) -> str:
+        parts = name.split(".")
+        return parts[1] if len(parts) > 1 else ""
+
+    run_path = [name for name in graph if unit(name) and unit(name) not in COMMAND_PACKAGES]
+    assert "archbench.loop" in run_path and "archbench.timeline.tracer" in run_path
+    climbing = sorted(
+        f"{name} -> {target}"
+        for name in run_path
+        if name != "archbench.emulation"
+        for target in graph[name]
+        if unit(target) in COMMAND_PACKAGES
+    )
+    assert climbing == [], climbing

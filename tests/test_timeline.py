@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from archbench.probes import timed_steps_left, too_short, traced_steps
 from archbench.timeline import clock
 from archbench.timeline.breakdown import breakdowns, critical_path, summary
-from archbench.timeline.plan import timed_steps_left, too_short, traced_steps
 from archbench.timeline.traceformat import complete, metadata, problems
 
 

@@ -17,13 +17,13 @@ from typing import Any
 from archbench.archs import MULTI_PROCESS
 from archbench.archs import arch as architecture
 from archbench.errors import UsageError
+from archbench.probes import too_short
 from archbench.settings import PLACEMENT_POLICIES, SETTINGS, applies, combination_problem
 from archbench.sweep import commands, design
 from archbench.sweep.kinds import kind_of
 from archbench.sweep.limits import MAX_DESIGN_POINTS, MAX_RUNS
 from archbench.sweep.spec import Design, StudySpec
 from archbench.sweep.target import ClusterTarget
-from archbench.timeline.plan import too_short
 
 # Launch defaults for multi-process runs when the study does not set them (the registry's).
 DEFAULT_WORKERS = SETTINGS["workers"].default

@@ -1,12 +1,12 @@
 """Timelines (`--timeline FILE`): where every traced step's time goes, for every architecture.
 
-A run traces a few ordinary steps after its warm-up (`archbench.timeline.plan`) and writes one
+A run traces a few ordinary steps after its warm-up (`archbench.probes`) and writes one
 Chrome Trace Event Format file (`traceformat`): a process per rank, parameter servers included,
 on one clock (`clock`) in virtual time (`build`). What records the spans differs by
 architecture (`capture`); what the record keeps of them (`timeline.*`) is read from the trace
-itself (`breakdown`), as `archbench timeline FILE` reads it (`cli`). A run's tracer (`tracer`)
-makes the three calls `archbench.train` makes.
+itself (`breakdown`), as `archbench timeline FILE` reads it (`archbench.analysis.trace_cli`).
+A run's tracer (`tracer`) makes the three calls `archbench.train` makes.
 
-The package itself imports nothing: `archbench.timeline.plan` is read when a run's flags are
-checked, and importing it must not load the tracer (and through it the training loop).
+The package itself imports nothing, so that importing one of its modules does not load the
+tracer (and through it the training loop).
 """

@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Any
 from archbench.archs import uses_horovod
 from archbench.emulation import STOP_SAMPLE_INTERVAL_US, factor, step_throttle, virtual
 from archbench.errors import UsageError
-from archbench.probes import is_probe
+from archbench.probes import is_probe, too_short, traced_steps
 from archbench.timeline import breakdown, build, clock, horovod
 from archbench.timeline.capture import PROFILED, Captures
 from archbench.timeline.derive import LOOP
-from archbench.timeline.plan import too_short, traced_steps
 from archbench.timeline.recorder import Recorder
 from archbench.timeline.spans import STEP, STOPPED, Span
 from archbench.timeline.traceformat import dumps
