@@ -49,6 +49,7 @@ def arm_caps() -> Any:
     None off a capped node."""
     if not on_emulated_node():
         return None
+    # deferred: the emulator loads only on an emulated node (this whole module's rule)
     from archbench.cluster import threadcaps
 
     return threadcaps.arm()
@@ -58,6 +59,7 @@ def disarm_caps() -> Any:
     """Moves every thread back to its node's own group; None off a capped node."""
     if not on_emulated_node():
         return None
+    # deferred: only on an emulated node
     from archbench.cluster import threadcaps
 
     return threadcaps.disarm()
@@ -69,6 +71,7 @@ def own_cpu_meter() -> Callable[[], float]:
     Call it after the caps are armed, from the thread that computes."""
     if not on_emulated_node():
         return time.process_time
+    # deferred: only on an emulated node
     from archbench.cluster.cpumeter import own_cpu_meter as node_meter
 
     return node_meter()
@@ -79,6 +82,7 @@ def fidelity_probe(hosts: list[str]) -> Any:
     (archbench.cluster.fidelity), or None where it cannot be made: a missing or stale cluster
     state must not fail a run."""
     try:
+        # deferred: the probe loads only on a run's chief
         from archbench.cluster.fidelity import FidelityProbe
 
         return FidelityProbe(hosts)
@@ -89,6 +93,7 @@ def fidelity_probe(hosts: list[str]) -> Any:
 def idle_poller_count() -> int:
     """The emulator's idle-core pollers running on this machine (they run at the lowest priority
     and wait for nothing, so a load average should not count them); 0 where none run."""
+    # deferred: the cgroup reader loads only when a load average is taken
     from archbench.cluster import idlepollers
 
     return len(idlepollers.pids())
@@ -97,6 +102,7 @@ def idle_poller_count() -> int:
 def process_budget() -> Any:
     """The CPU budget (cgroup quota) this process runs under: an emulated node's, or a
     container's; None where none applies."""
+    # deferred: the cgroup reader loads only when a budget is asked for
     from archbench.cluster.cgroups import process_budget as budget
 
     return budget()
@@ -105,6 +111,7 @@ def process_budget() -> Any:
 def step_throttle() -> tuple[Any, Any]:
     """(Throttle, StopSampler): how long, and where, the CPU budget stopped a traced step
     (archbench.cluster.throttle); both answer None where no budget applies."""
+    # deferred: the readers load only for a traced run
     from archbench.cluster.throttle import StopSampler, Throttle
 
     return Throttle(), StopSampler()
