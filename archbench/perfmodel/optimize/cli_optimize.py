@@ -138,7 +138,7 @@ def _measure(spec: Any, cluster: str | None, run_ids: set[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     # deferred: the study reader and planner load only when optimize runs, not for --help
-    from archbench.sweep.kinds import resolve_target
+    from archbench.sweep.kinds import describe, resolve_target
     from archbench.sweep.plan import build_plan
     from archbench.sweep.spec import load_spec
 
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     ranked = predict_candidates(candidates, params, calib, args.objective)
     chosen = ranked[:budget]
     print(
-        f"study {spec.name}: {total} configurations on {target.describe()}; measuring the "
+        f"study {spec.name}: {total} configurations on {describe(target)}; measuring the "
         f"{budget} predicted fastest ({budget / total:.0%})"
     )
     for cand in chosen:
