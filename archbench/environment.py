@@ -12,8 +12,7 @@ import uuid
 
 import archbench
 from archbench import mpitransport
-from archbench.emulation import idle_poller_count
-from archbench.launch import usable_cores
+from archbench.emulation import idle_poller_count, usable_cores
 
 
 def now_iso() -> str:

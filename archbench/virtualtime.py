@@ -59,10 +59,18 @@ def cap_period_s() -> float | None:
     return int(text) / 1e6 if text.isdigit() and int(text) > 0 else None
 
 
+def node_library_path() -> str | None:
+    """The node library this process preloads (None off an emulated node): the one reader of
+    LD_PRELOAD."""
+    for path in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
+        if os.path.basename(path) == LIBRARY_NAME:
+            return path
+    return None
+
+
 def on_emulated_node() -> bool:
     """Whether this process runs on an emulated node (it preloads the node library)."""
-    preloaded = os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
-    return any(os.path.basename(path) == LIBRARY_NAME for path in preloaded)
+    return node_library_path() is not None
 
 
 def usable_cores() -> int:

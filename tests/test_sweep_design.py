@@ -333,12 +333,10 @@ def test_a_plan_refuses_more_runs_than_the_limit(tmp_path):
 def test_a_plan_refuses_an_emulated_cluster_this_machine_cannot_build(tmp_path, monkeypatch):
     """Before any lock or folder (a dry run too): the checks of `cluster up`, on a machine whose
     cores leave no room for the nodes."""
-    import archbench.cluster.spec
-    import archbench.launch
+    import archbench.virtualtime
 
     # the cores the spec's check and the cluster's own (`cluster up`) read
-    monkeypatch.setattr(archbench.launch, "usable_cores", lambda: 0.25)
-    monkeypatch.setattr(archbench.cluster.spec, "usable_cores", lambda: 0.25)
+    monkeypatch.setattr(archbench.virtualtime, "usable_cores", lambda: 0.25)
     spec = spec_from(
         tmp_path, "cluster: {kind: emulated, nodes: 4, name: nosuch-cluster}\nfixed: {steps: 6}"
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from archbench.virtualtime import LIBRARY_NAME
+from archbench.virtualtime import on_emulated_node
 
 NAP_VARIABLE = "ARCHBENCH_IDLE_NAP_US"
 DEFAULT_NAP_US = 100
@@ -24,8 +24,7 @@ MAX_NAP_US = 100_000
 
 def current() -> dict:
     """How this process waits: {"mode": "nap", "nap_us": N} or {"mode": "spin"}."""
-    preloaded = os.environ.get("LD_PRELOAD", "")
-    if LIBRARY_NAME in preloaded:
+    if on_emulated_node():
         try:
             nap_us = int(os.environ.get(NAP_VARIABLE, DEFAULT_NAP_US))
         except ValueError:

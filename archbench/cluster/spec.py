@@ -6,13 +6,13 @@ import math
 import re
 from dataclasses import dataclass
 
+from archbench import virtualtime
 from archbench.bandwidth import Bandwidth
 from archbench.cluster import cgroups
 from archbench.cluster import dilation as dilation_of
 from archbench.cluster.dilation import Dilation
 from archbench.cluster.idlewait import DEFAULT_NAP_US, MAX_NAP_US
 from archbench.errors import UsageError
-from archbench.virtualtime import usable_cores
 
 DEFAULT_NAME = "emulated"
 DEFAULT_PREFIX = "node"
@@ -87,7 +87,12 @@ def make_spec(
             f"{cgroups.MIN_PERIOD_US // 1000}..{cgroups.MAX_PERIOD_US // 1000}"
         )
     slowdown = dilation_of.parse(
-        dilation, nodes, vcpus_per_node, usable_cores(), cfs_period_ms, vcpus_per_process
+        dilation,
+        nodes,
+        vcpus_per_node,
+        virtualtime.usable_cores(),
+        cfs_period_ms,
+        vcpus_per_process,
     )
     if slowdown is None and (
         vcpus_per_node is not None or vcpus_per_process is not None or cfs_period_ms is not None

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from archbench.cluster import cgroups
-from archbench.virtualtime import LIBRARY_NAME, factor
+from archbench.virtualtime import factor, node_library_path
 
 _THREAD_GROUP = re.compile(r"/vcpu/[pb]\d+/t\d+$")
 _BACKGROUND_GROUP = re.compile(r"/vcpu/b\d+/t\d+$")
@@ -30,13 +30,13 @@ class ArmResult:
 
 def node_library() -> ctypes.CDLL | None:
     """The node library loaded in this process (None off an emulated node)."""
-    for path in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
-        if os.path.basename(path) == LIBRARY_NAME:
-            try:
-                return ctypes.CDLL(path)  # the copy already loaded: the same handle
-            except OSError:
-                return None
-    return None
+    path = node_library_path()
+    if path is None:
+        return None
+    try:
+        return ctypes.CDLL(path)  # the copy already loaded: the same handle
+    except OSError:
+        return None
 
 
 def _call(name: str) -> int | None:

@@ -11,7 +11,7 @@ path reaches it through `archbench.emulation.step_throttle`.
 
 Where the emulated node's library is loaded (`native/nodelib.c`), `StopSampler` also says where
 each stop fell: the kernel adds a stop's length to a group's throttled time when the stop ends,
-and the library's sampler thread reads the same groups every `SAMPLE_INTERVAL_US` during the step,
+and the library's sampler thread reads the same groups every `STOP_SAMPLE_INTERVAL_US` during the step,
 noting each increase with the wall-clock time it saw it. A stop is then a span ending there (its
 end known within the interval). Its length: the increase, which sums the group's queues on every
 CPU (measured on 2 cores: up to 2.4 periods in one period of a single thread), bounded by the time
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archbench.cluster import cgroups, threadcaps
-from archbench.virtualtime import STOP_SAMPLE_INTERVAL_US as SAMPLE_INTERVAL_US
+from archbench.virtualtime import STOP_SAMPLE_INTERVAL_US
 
 MAX_STOPS = 4096
 
@@ -104,7 +104,9 @@ class StopSampler:
             return False
         self.groups, self.started_ns = len(reading.groups), time.time_ns()
         paths = "\n".join(str(directory / "cpu.stat") for directory in reading.groups)
-        self.running = self.library.archbench_stops_start(paths.encode(), SAMPLE_INTERVAL_US) == 0
+        self.running = (
+            self.library.archbench_stops_start(paths.encode(), STOP_SAMPLE_INTERVAL_US) == 0
+        )
         return self.running
 
     def stop(self) -> list[Stop] | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archbench import launch
+from archbench import virtualtime
 from archbench.cluster import dilation as dilation_of
 from archbench.cluster.idlewait import MAX_NAP_US
 from archbench.errors import UsageError
@@ -396,7 +396,7 @@ def _cluster(value: Any, where: str) -> ClusterSpec:
             raise UsageError(f"{where}: cluster: {key} {count!r} must be a whole number")
     if dilation is not None or vcpus is not None or per_process is not None:
         try:  # a factor >= 1, auto or off, that fits this machine
-            dilation_of.parse(dilation, nodes, vcpus, launch.usable_cores(), None, per_process)
+            dilation_of.parse(dilation, nodes, vcpus, virtualtime.usable_cores(), None, per_process)
         except UsageError as exc:
             raise UsageError(f"{where}: cluster: {exc}") from None
     nap_us = value.get("idle_nap_us")

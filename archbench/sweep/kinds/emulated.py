@@ -44,7 +44,7 @@ class Emulated(ClusterKind):
 
     def check_up(self, target: ClusterTarget, spec: StudySpec) -> None:
         cluster = spec.cluster
-        if _running_bandwidth(cluster.name) is None:
+        if _running_state(cluster.name) is None:
             raise StopError(
                 f"the study's emulated cluster {cluster.name!r} is not up: bring it up "
                 f"(archbench cluster up --name {cluster.name} --prefix {cluster.prefix} "
@@ -80,10 +80,16 @@ def emulation_unavailable() -> str | None:
     return cluster_unavailable_reason()
 
 
-def _running_bandwidth(name: str) -> str | None:
-    """The link rate of the emulated cluster `name` where it is up, else None."""
+def _running_state(name: str) -> Any:
+    """The state of the emulated cluster `name` where it is up, else None."""
     # deferred: the cluster state (fcntl) loads only for an emulated cluster
     from archbench.cluster.state import is_up, load_state
 
     state = load_state(name)
-    return state.bandwidth.text if state is not None and is_up(state) else None
+    return state if state is not None and is_up(state) else None
+
+
+def _running_bandwidth(name: str) -> str | None:
+    """The link rate of the emulated cluster `name` where it is up, else None."""
+    state = _running_state(name)
+    return state.bandwidth.text if state is not None else None
