@@ -23,8 +23,8 @@ import pandas as pd
 from archbench.analysis import plotting, script
 from archbench.analysis.load import load_study
 from archbench.analysis.stats import ratio_of_means
-from archbench.archs import sort_key
-from archbench.errors import UsageError
+from archbench.common.archs import sort_key
+from archbench.common.errors import UsageError
 
 METRIC, LABEL = "samples_per_s", "throughput"
 

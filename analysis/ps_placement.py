@@ -23,7 +23,7 @@ from archbench.analysis import arch_rows, plotting, script
 from archbench.analysis.fmt import placement_label
 from archbench.analysis.load import load_study
 from archbench.analysis.stats import best_per_group, mean_ci_halfwidth, per_config
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 METRIC, LABEL, HIGHER_IS_BETTER = "samples_per_s", "throughput (samples/s)", True
 PLACEMENTS = ("dedicated", "colocated", "one-host")  # as records spell them, in drawing order

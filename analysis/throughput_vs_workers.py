@@ -21,8 +21,8 @@ from matplotlib import ticker
 from archbench.analysis import arch_rows, plotting, script
 from archbench.analysis.load import load_study
 from archbench.analysis.stats import best_per_group, mean_ci_halfwidth, per_config
-from archbench.archs import sort_key
-from archbench.errors import UsageError
+from archbench.common.archs import sort_key
+from archbench.common.errors import UsageError
 
 METRIC, LABEL, HIGHER_IS_BETTER = "samples_per_s", "throughput (samples/s)", True
 

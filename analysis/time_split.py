@@ -22,7 +22,7 @@ import numpy as np
 from archbench.analysis import plotting, script
 from archbench.analysis.load import load_study
 from archbench.analysis.timesplit import bar_label, timesplit_table
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 PARTS = {  # column -> (legend, colour), bottom to top
     "compute_s": ("compute (forward + backward)", plotting.COMPUTE_COLOR),

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from archbench.launch import detect_place, root_mpi_env, threads_per_process
+from archbench.runtime.launch import detect_place, root_mpi_env, threads_per_process
 
 
 def _bare_horovod_step(hvd, tf, model, optimizer, loss_fn, images, labels):
@@ -42,10 +42,10 @@ def worker(args: argparse.Namespace) -> None:
     # deferred: TensorFlow, Horovod's trainer and the data pipeline load only in the ranks
     import tensorflow as tf
 
-    from archbench.config import TrainConfig
-    from archbench.data import BatchPlan, make_synthetic, train_batches
-    from archbench.models import build_model
+    from archbench.runtime.config import TrainConfig
     from archbench.trainers.ring import RingTrainer
+    from archbench.workloads.data import BatchPlan, make_synthetic, train_batches
+    from archbench.workloads.models import build_model
 
     place = detect_place()
     threads = threads_per_process(0, place.local_size)

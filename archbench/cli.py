@@ -12,9 +12,9 @@ import importlib
 import os
 import sys
 
-from archbench.errors import StopError, UsageError
-from archbench.one_line_parser import OneLineArgumentParser
-from archbench.safe_text import shown
+from archbench.common.errors import StopError, UsageError
+from archbench.common.safe_text import shown
+from archbench.runtime.one_line_parser import OneLineArgumentParser
 
 # subcommand -> module that registers it
 SUBCOMMANDS: dict[str, str] = {

@@ -9,7 +9,7 @@ import os
 def collect() -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # deferred: the record's environment (subprocess, platform) is read only when info runs
-    from archbench.environment import environment
+    from archbench.runtime.environment import environment
 
     info = {"environment": environment()}
     try:

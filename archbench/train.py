@@ -14,31 +14,31 @@ import threading
 import time
 import traceback
 
-from archbench import mpitransport, scratch, warmgroup
-from archbench.archs import arch as architecture
-from archbench.config import TrainConfig, add_train_arguments, config_from_args
-from archbench.emulation import arm_caps, fidelity_probe, virtual
-from archbench.emulation import factor as dilation_factor
-from archbench.environment import (
+from archbench.common.archs import arch as architecture
+from archbench.common.errors import Diverged, UsageError
+from archbench.common.hosts import hostfile_of
+from archbench.record import append_record, build_record, cluster_section, in_virtual_time
+from archbench.runtime import mpitransport, scratch, warmgroup
+from archbench.runtime.config import TrainConfig, add_train_arguments, config_from_args
+from archbench.runtime.emulation import arm_caps, fidelity_probe, virtual
+from archbench.runtime.emulation import factor as dilation_factor
+from archbench.runtime.environment import (
     environment,
     load_average,
     new_run_id,
     now_iso,
     run_environment,
 )
-from archbench.errors import Diverged, UsageError
-from archbench.hosts import hostfile_of
-from archbench.launch import (
+from archbench.runtime.launch import (
     ProcessPlace,
     detect_place,
     launcher_command,
     threads_per_process,
 )
-from archbench.localsgd import comm_record
-from archbench.one_line_parser import OneLineArgumentParser
-from archbench.phases import PhaseClock
-from archbench.record import append_record, build_record, cluster_section, in_virtual_time
-from archbench.settings import applies
+from archbench.runtime.localsgd import comm_record
+from archbench.runtime.one_line_parser import OneLineArgumentParser
+from archbench.runtime.phases import PhaseClock
+from archbench.runtime.settings import applies
 from archbench.timeline.tracer import for_run as tracer_for_run
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -233,10 +233,10 @@ def run(args: argparse.Namespace, watcher: StopSignalWatcher | None = None) -> i
     try:
         config = config_from_args(args)
         validate_world(config, place)
-        # deferred: archbench.data loads numpy; bad flags fail before it
-        from archbench.data import check_available
-        from archbench.models import model_source
+        # deferred: archbench.workloads.data loads numpy; bad flags fail before it
+        from archbench.workloads.data import check_available
         from archbench.workloads.model_source import check_model_file
+        from archbench.workloads.models import model_source
 
         check_available(config)
         check_model_file(model_source(config.model))
@@ -284,11 +284,11 @@ def _train(config: TrainConfig, place: ProcessPlace, state: RunState) -> int:
     tf = _configure_tensorflow(config, place)
     # deferred: the training stack (numpy, loop, trainers) loads after TensorFlow is set up, not
     # for --help or bad flags
-    from archbench.data import load_dataset
-    from archbench.loop import quantile, run_training, step_statistics
-    from archbench.models import model_source, parameter_stats
+    from archbench.runtime.loop import quantile, run_training, step_statistics
     from archbench.trainers import make_trainer
+    from archbench.workloads.data import load_dataset
     from archbench.workloads.model_source import source_facts
+    from archbench.workloads.models import model_source, parameter_stats
     from archbench.workloads.user_data import data_facts
 
     phases.end("imports")
@@ -442,7 +442,7 @@ def timing_section(
     started: float,
 ) -> dict:
     """The record's `timing` of an ok run, in real seconds (archbench.record.keys declares each
-    key); `steps`: archbench.loop.step_statistics of the loop."""
+    key); `steps`: archbench.runtime.loop.step_statistics of the loop."""
     return {
         "wall_s": time.time() - started,
         "train_s": loop_result.train_s,
@@ -485,15 +485,15 @@ def result_section(loop_result, digests: list, target_accuracy: float | None) ->
 def _partition_record(config: TrainConfig, data, num_workers: int, comm: dict) -> dict:
     """`comm.partition`: the data partition (method, time, whether the oracle applies) and the
     servers' row placement where the trainer made one (`ps`)."""
-    # deferred: archbench.partition loads numpy
-    from archbench.partition import data_partition
+    # deferred: archbench.runtime.partition loads numpy
+    from archbench.runtime.partition import data_partition
 
     cut = data_partition(config.data_partition, data, num_workers, config.seed)
     return {**cut.record(data, config.batch_size), **comm.pop("param_partition", {})}
 
 
 def run_group(path: str) -> int:
-    """Runs every run of a warm group (archbench.warmgroup) in turn; the exit status of the first
+    """Runs every run of a warm group (archbench.runtime.warmgroup) in turn; the exit status of the first
     that failed, else 0."""
     try:
         group = warmgroup.read_runs_file(path)

@@ -41,7 +41,7 @@ import numpy as np
 from archbench.cluster import cgroups
 from archbench.cluster.capcost import alternate, gather_work
 from archbench.cluster.dilation import Dilation
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 WORKING_SETS_MB = (0.25, 2.0, 8.0)
 
@@ -51,7 +51,7 @@ def model_pass(model: str) -> Callable[[], None]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    from archbench.models import build_model
+    from archbench.workloads.models import build_model
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)

@@ -23,7 +23,7 @@ import sys
 
 from study_run import run_study
 
-from archbench.bandwidth import Bandwidth
+from archbench.common.bandwidth import Bandwidth
 from archbench.record import read_records
 
 

@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from archbench import mpitransport  # noqa: E402
 from archbench.p2p.exchange import SCHEDULES, ShardExchange  # noqa: E402
 from archbench.p2p.shards import ShardPlan  # noqa: E402
+from archbench.runtime import mpitransport  # noqa: E402
 
 TARGET_RATIO = 1.25
 
@@ -38,7 +38,7 @@ TARGET_RATIO = 1.25
 def wide_mlp_elements() -> int:
     """Trainable parameters of archbench's wide_mlp on Fashion-MNIST-shaped inputs (28x28x1, 10)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from archbench.models import build_model, parameter_stats
+    from archbench.workloads.models import build_model, parameter_stats
 
     return parameter_stats(build_model("wide_mlp", (28, 28, 1), 10, seed=1))["params"]
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.sweep.spec import load_spec
 
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from archbench.phases import PHASES
 from archbench.record.io import read_records
+from archbench.runtime.phases import PHASES
 from archbench.sweep.records import real_seconds
 
 HIDDEN = ("seed",)  # differs between repetitions of one configuration

@@ -33,7 +33,7 @@ def main(folder: str) -> None:
         os.path.join(folder, "sunspots.csv"),
     )
 
-    from archbench.data import FASHION_MNIST_DIR, load_idx_dataset
+    from archbench.workloads.data import FASHION_MNIST_DIR, load_idx_dataset
 
     images = load_idx_dataset("fashion_mnist", FASHION_MNIST_DIR)
     np.savez(

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from archbench.data import FASHION_MNIST_DIR, load_idx_dataset
+from archbench.workloads.data import FASHION_MNIST_DIR, load_idx_dataset
 
 
 def main(path: str) -> None:

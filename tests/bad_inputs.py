@@ -259,7 +259,7 @@ TRAIN_CASES = [
     Case("train out /dev/null", [*TRAIN, "--out", "/dev/null"]),
     Case("train out /proc/version", [*TRAIN, "--out", "/proc/version"]),
     Case("train out in a missing folder", [*TRAIN, "--out", "{ws}/nowhere/r.jsonl"]),
-    Case("train out read-only file system", [*TRAIN, "--out", "/proc/archbench.jsonl"]),
+    Case("train out read-only file system", [*TRAIN, "--out", "/proc/archbench.common.jsonl"]),
     _train("steps within the default warm-up", "--steps", "3"),
 ]
 

@@ -23,7 +23,7 @@ import pytest
 
 from archbench.cluster.preflight import cluster_unavailable_reason
 from archbench.cluster.state import RUN_DIR, ClusterState, is_up, list_states, load_state
-from archbench.process_group import run_in_group
+from archbench.common.process_group import run_in_group
 
 FIXTURE_CLUSTER = "pytest"
 FIXTURE_NODES = 3

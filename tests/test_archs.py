@@ -1,5 +1,5 @@
 """What the rest of archbench asks about an architecture, the descriptors answer; nothing outside
-the trainers and archbench/archs.py compares an architecture's name with a literal."""
+the trainers and archbench/common/archs.py compares an architecture's name with a literal."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from archbench import archs
+from archbench.common import archs
 
 ROOT = Path(__file__).resolve().parent.parent
 # `x == "ps"`, `x != 'single'`, `x in ("ring", ...)`: the forms a name comparison takes
@@ -67,7 +67,7 @@ def test_no_module_outside_the_trainers_compares_an_architecture_with_a_literal(
     found = []
     for path in sorted((ROOT / "archbench").rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
-        if relative.startswith("archbench/trainers/") or relative == "archbench/archs.py":
+        if relative.startswith("archbench/trainers/") or relative == "archbench/common/archs.py":
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if (
@@ -75,4 +75,4 @@ def test_no_module_outside_the_trainers_compares_an_architecture_with_a_literal(
                 and NOT_AN_ARCHITECTURE.get(relative, "\0") not in line
             ):
                 found.append(f"{relative}:{number}: {line.strip()}")
-    assert found == [], "ask the descriptor (archbench.archs) instead:\n" + "\n".join(found)
+    assert found == [], "ask the descriptor (archbench.common.archs) instead:\n" + "\n".join(found)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.sweep.kinds import KINDS, describe, kind_of, resolve_target
 from archbench.sweep.kinds.base import ClusterKind
 from archbench.sweep.spec import CLUSTER_KINDS, load_spec

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from cluster_fixture import EmulatedCluster, emulated_cluster, launcher_env, run_launcher
 
-from archbench.bandwidth import Bandwidth
 from archbench.cluster.state import current_link, load_state
+from archbench.common.bandwidth import Bandwidth
 
 __all__ = ["emulated_cluster"]  # the session fixture, until tests/conftest.py imports it
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from archbench.bandwidth import Bandwidth
 from archbench.cluster import blocks, hostfiles, state
 from archbench.cluster.network import tbf_burst_bytes
 from archbench.cluster.preflight import cluster_unavailable_reason, require_cluster_support
 from archbench.cluster.spec import make_spec
-from archbench.errors import UsageError
+from archbench.common.bandwidth import Bandwidth
+from archbench.common.errors import UsageError
 
 
 def test_bandwidth_strings_are_read_as_tc_reads_them() -> None:

@@ -251,7 +251,7 @@ def test_ring_allreduce_bytes_are_two_w_minus_one_over_w_of_the_payload():
 def test_a_runs_compression_is_read_once_from_its_config_and_answers_what_the_ring_asks():
     from types import SimpleNamespace
 
-    from archbench.config import TrainConfig
+    from archbench.runtime.config import TrainConfig
 
     hvd = SimpleNamespace(Compression=SimpleNamespace(fp16="hvd-fp16", none="hvd-none"))
     config = TrainConfig(arch="ring", compression="fp16")
@@ -274,8 +274,8 @@ def _ring_without_horovod(world: int, **settings):
     Horovod (comm_stats reads only the model's shapes, the settings and the step kinds)."""
     from types import SimpleNamespace
 
-    from archbench.config import TrainConfig
-    from archbench.launch import ProcessPlace
+    from archbench.runtime.config import TrainConfig
+    from archbench.runtime.launch import ProcessPlace
     from archbench.trainers.ring import RingTrainer
 
     place = ProcessPlace(0, world, 0, world, "mpirun", "h1")
@@ -315,8 +315,8 @@ def test_the_rings_dense_record_bytes_are_the_shared_formulas():
 
 
 def test_an_unknown_compression_is_refused_in_one_line():
-    from archbench.config import TrainConfig
-    from archbench.errors import UsageError
+    from archbench.common.errors import UsageError
+    from archbench.runtime.config import TrainConfig
 
     with pytest.raises(UsageError) as refused:
         _ = TrainConfig(arch="ring", compression="zip").compression_spec
@@ -353,9 +353,9 @@ def test_ps_graph_topk_updates_as_the_eager_selection_does(tf):
     selection applied by Keras SGD; with every entry kept, exactly the dense pushes'."""
     import socket
 
-    from archbench.models import build_model
     from archbench.ps.cluster_spec import ClusterLayout
     from archbench.ps.graph import build_worker_graph, initial_feed
+    from archbench.workloads.models import build_model
 
     def free_port() -> int:
         with socket.socket() as probe:

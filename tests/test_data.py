@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from data_files import write_idx, write_mnist_like
 
-from archbench.config import TrainConfig
-from archbench.data import (
+from archbench.common.errors import UsageError
+from archbench.runtime.config import TrainConfig
+from archbench.workloads.data import (
     BatchPlan,
     load_cifar10,
     load_dataset,
@@ -18,7 +19,6 @@ from archbench.data import (
     read_idx,
     train_batches,
 )
-from archbench.errors import UsageError
 
 
 @pytest.mark.parametrize("compress", [False, True])

@@ -136,7 +136,7 @@ def test_an_import_without_a_reason_is_found():
         "from archbench import top\n"
         "def f():\n"
         "    # the model\n"
-        "    from archbench.models import build_model\n"
+        "    from archbench.workloads.models import build_model\n"
         "def g():\n"
         "    # deferred: loads TensorFlow\n"
         "    x = 1\n"
@@ -150,7 +150,7 @@ def test_an_import_without_a_reason_is_found():
     )
     names = [ast.unparse(node) for node in unexplained(source)]
     assert names == [
-        "from archbench.models import build_model",
+        "from archbench.workloads.models import build_model",
         "import tensorflow as tf",
         "from ..sibling import thing",
         "import matplotlib.pyplot as plt",
@@ -163,7 +163,7 @@ def test_imports_under_type_checking_and_of_other_modules_are_not_checked():
         "    import json\n"
         "    from collections import Counter\n"
         "    if TYPE_CHECKING:\n"
-        "        from archbench.models import Model\n"
+        "        from archbench.workloads.models import Model\n"
     )
     assert list(deferred_imports(source)) == []
 

@@ -20,14 +20,14 @@ from archbench.analysis.fidelity import (
 )
 from archbench.analysis.load import load_study
 from archbench.analysis.report import data_findings
-from archbench.bandwidth import Bandwidth
 from archbench.cluster import dilation
 from archbench.cluster.dilation import Dilation
 from archbench.cluster.nodelib import node_environment
 from archbench.cluster.state import link_rate
-from archbench.errors import UsageError
-from archbench.loop import step_blocks
+from archbench.common.bandwidth import Bandwidth
+from archbench.common.errors import UsageError
 from archbench.record import append_record, cluster_section, in_virtual_time
+from archbench.runtime.loop import step_blocks
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import load_spec
 from archbench.sweep.target import ClusterTarget

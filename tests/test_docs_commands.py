@@ -138,8 +138,8 @@ def check_archbench(command: Command, argv: list[str], workspace: Path) -> None:
 
 def check_train(command: Command, argv: list[str], workspace: Path) -> None:
     """Validated as the run validates its configuration before any work."""
-    from archbench.config import config_from_args
-    from archbench.errors import UsageError
+    from archbench.common.errors import UsageError
+    from archbench.runtime.config import config_from_args
     from archbench.train import build_parser
 
     try:

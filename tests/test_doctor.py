@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from cluster_fixture import EmulatedCluster, emulated_cluster, launcher_env
 
-from archbench.bandwidth import Bandwidth
 from archbench.cluster.state import load_state
+from archbench.common.bandwidth import Bandwidth
 
 __all__ = ["emulated_cluster"]  # the shared session fixture
 

@@ -1,4 +1,4 @@
-"""The run path's door to the emulated cluster (archbench.emulation): off an emulated node a rank
+"""The run path's door to the emulated cluster (archbench.runtime.emulation): off an emulated node a rank
 learns D = 1, runs without caps and meters its CPU without loading anything of
 archbench.cluster; on one it reads D and the node's cores from the environment its node set."""
 
@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-from archbench import emulation
+from archbench.runtime import emulation
 
 RUN_PATH = (
-    "archbench.train", "archbench.loop", "archbench.launch", "archbench.warmgroup",
+    "archbench.train", "archbench.runtime.loop", "archbench.runtime.launch", "archbench.runtime.warmgroup",
     "archbench.trainers.single", "archbench.trainers.p2p", "archbench.trainers.ps",
-    "archbench.timeline.tracer", "archbench.timeline.build", "archbench.environment",
+    "archbench.timeline.tracer", "archbench.timeline.build", "archbench.runtime.environment",
     "archbench.record", "archbench.perfmodel.measure.mb_ranks",
 )  # fmt: skip
 
@@ -29,7 +29,7 @@ def test_a_rank_off_an_emulated_node_loads_nothing_of_the_emulator() -> None:
     code = (
         "import sys, importlib\n"
         f"for name in {RUN_PATH!r}: importlib.import_module(name)\n"
-        "from archbench import emulation as e\n"
+        "from archbench.runtime import emulation as e\n"
         "meter = e.own_cpu_meter()\n"
         "sum(range(10**6))\n"
         "print(e.factor(), e.virtual(2.0), e.arm_caps(), e.disarm_caps(), meter() > 0)\n"

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from archbench.bandwidth import Bandwidth
 from archbench.cluster import blocks, hostfiles, lifecycle, slurm, sshd, state
 from archbench.cluster.state import ClusterState, NodeState
-from archbench.errors import UsageError
-from archbench.hosts import host_list_text, hostfile_text
+from archbench.common.bandwidth import Bandwidth
+from archbench.common.errors import UsageError
+from archbench.common.hosts import host_list_text, hostfile_text
 from archbench.sweep.commands import shell_line
 from archbench.sweep.spec import load_spec
 from archbench.sweep.submit import script_text

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from archbench.errors import RunFailed, UsageError
-from archbench.hosts import parse_host_list, read_hostfile
+from archbench.common.errors import RunFailed, UsageError
+from archbench.common.hosts import parse_host_list, read_hostfile
 from archbench.timeline.traceformat import complete, metadata
 
 CLI = [sys.executable, "-m", "archbench.cli"]

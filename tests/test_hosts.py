@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from archbench.errors import UsageError
-from archbench.hosts import (
+from archbench.common.errors import UsageError
+from archbench.common.hosts import (
     HostSlots,
     host_list_text,
     hostfile_of,

@@ -159,9 +159,9 @@ def _cycle_in(component: list[str], graph: dict[str, set[str]]) -> list[str]:
 
 def test_the_scan_sees_the_whole_package():
     graph = import_graph()
-    assert "archbench.archs" in graph
+    assert "archbench.common.archs" in graph
     assert "archbench.analysis.report" in graph
-    assert "archbench.settings" in graph["archbench.config"]
+    assert "archbench.runtime.settings" in graph["archbench.runtime.config"]
     # a relative import and a function-level one are both read
     assert any(graph[name] for name in graph if name.startswith("archbench.analysis."))
 
@@ -216,15 +216,18 @@ def test_no_import_cycles():
 
 # What the record, the data contract, may import: itself and these leaves (the settings table,
 # the architectures, link rates, phase names, errors, bounded JSON). What a run says about its
-# machine is gathered above it (archbench.environment) and passed in.
+# machine is gathered above it (archbench.runtime.environment) and passed in. The two packages
+# count because importing a module of theirs runs their __init__, which imports nothing.
 RECORD_FLOOR = {
-    "archbench.settings", "archbench.archs", "archbench.bandwidth", "archbench.phases",
-    "archbench.errors", "archbench.jsonl",
+    "archbench.runtime.settings", "archbench.common.archs", "archbench.common.bandwidth",
+    "archbench.runtime.phases", "archbench.common.errors", "archbench.common.jsonl",
+    "archbench.common", "archbench.runtime",
 }  # fmt: skip
 
 
 def test_the_record_imports_nothing_above_its_floor():
     graph = import_graph()
+    assert graph["archbench.common"] == set() and graph["archbench.runtime"] == set()
     record = {
         name for name in graph if name == "archbench.record" or name.startswith("archbench.record.")
     }
@@ -239,9 +242,9 @@ def test_the_record_imports_nothing_above_its_floor():
 
 # The modules outside archbench.cluster that may import it, each a command or backend that brings
 # up, inspects or prices a cluster; the run path (train, loop, trainers, timeline, the measuring
-# ranks, the record) reaches the emulator only through archbench.emulation.
+# ranks, the record) reaches the emulator only through archbench.runtime.emulation.
 CLUSTER_USERS = {
-    "archbench.emulation": "the run path's one door to the emulator",
+    "archbench.runtime.emulation": "the run path's one door to the emulator",
     "archbench.sweep.emulated": "the emulated cluster kind: brings it up and down for a study",
     "archbench.sweep.kinds.emulated": "the emulated kind: whether it can be built, is up",
     "archbench.sweep.spec": "checks a study's cluster: block against the emulator's limits",
@@ -263,11 +266,11 @@ def test_the_emulator_is_reached_only_through_its_door():
         if not (name == "archbench.cluster" or name.startswith("archbench.cluster."))
     }
     reaching = {name: targets for name, targets in reaching.items() if targets}
-    assert "archbench.emulation" in reaching, reaching  # the scan sees the door
+    assert "archbench.runtime.emulation" in reaching, reaching  # the scan sees the door
     assert set(reaching) <= set(CLUSTER_USERS), sorted(set(reaching) - set(CLUSTER_USERS))
     # The door imports the emulator only when asked (inside its functions), so that importing
     # it costs a rank on real hosts nothing.
-    tree = ast.parse((PACKAGE / "emulation.py").read_text(encoding="utf-8"))
+    tree = ast.parse((PACKAGE / "runtime" / "emulation.py").read_text(encoding="utf-8"))
     top_level = [
         node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
         and "archbench.cluster" in ast.unparse(node)
@@ -301,11 +304,11 @@ def test_the_run_path_imports_no_command_above_it():
         return parts[1] if len(parts) > 1 else ""
 
     run_path = [name for name in graph if unit(name) and unit(name) not in COMMAND_PACKAGES]
-    assert "archbench.loop" in run_path and "archbench.timeline.tracer" in run_path
+    assert "archbench.runtime.loop" in run_path and "archbench.timeline.tracer" in run_path
     climbing = sorted(
         f"{name} -> {target}"
         for name in run_path
-        if name != "archbench.emulation"
+        if name != "archbench.runtime.emulation"
         for target in graph[name]
         if unit(target) in COMMAND_PACKAGES
     )

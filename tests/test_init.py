@@ -194,8 +194,8 @@ def test_a_value_with_a_line_break_never_reaches_the_spec(
 def test_the_spec_text_holds_no_line_a_value_could_add():
     """The last guard: a value that reached `render` another way (a Slurm job's id) is refused
     there too."""
-    from archbench.errors import UsageError
-    from archbench.hosts import HostSlots
+    from archbench.common.errors import UsageError
+    from archbench.common.hosts import HostSlots
     from archbench.init.hosts import Hosts
     from archbench.init.levels import Design
     from archbench.init.text import render

@@ -22,8 +22,8 @@ from archbench.analysis.accuracy import build as build_accuracy
 from archbench.analysis.load import load_study
 from archbench.analysis.timesplit import timesplit_table
 from archbench.analysis.tradeoff import tradeoff_table
+from archbench.common.study_state import records_settled
 from archbench.record import missing_keys, read_lines
-from archbench.study_state import records_settled
 from archbench.sweep.progress import Progress
 
 REPO = Path(__file__).resolve().parents[1]

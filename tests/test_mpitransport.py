@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from archbench import mpitransport
+from archbench.runtime import mpitransport
 
 
 @pytest.fixture

@@ -14,13 +14,13 @@ from cluster_fixture import EmulatedCluster, emulated_cluster, run_launcher
 __all__ = ["emulated_cluster"]  # the session fixture, until tests/conftest.py imports it
 
 EXCHANGE = r"""
-from archbench import mpitransport
+from archbench.runtime import mpitransport
 mpitransport.apply()  # the transport archbench's ranks run with
 import numpy as np
 from mpi4py import MPI
 from archbench.p2p.pieces import PieceExchange
 from archbench.p2p.shards import ShardPlan
-from archbench.tensor_partition import PartitionSpec
+from archbench.runtime.tensor_partition import PartitionSpec
 comm = MPI.COMM_WORLD
 rank, workers = comm.Get_rank(), comm.Get_size()
 elements = 2_000_000  # 1 M elements a shard: 7 pieces of 0.5 MB and a shorter one

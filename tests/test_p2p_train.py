@@ -14,8 +14,8 @@ import pytest
 from conftest import REPO, launch_env, run_train
 from record_files import read_records
 
-from archbench.mpitransport import FULL_DUPLEX_TCP_FLAGS
 from archbench.record import missing_keys
+from archbench.runtime.mpitransport import FULL_DUPLEX_TCP_FLAGS
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from archbench.data import ArrayDataset, BatchPlan
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.p2p import sparse
-from archbench.partition import data_partition, place_rows, sample_word_graph
 from archbench.ps.sharding import VariableInfo, make_plan, with_row_placement
-from archbench.words import UNKNOWN_ID, tokenize, windows
+from archbench.runtime.partition import data_partition, place_rows, sample_word_graph
+from archbench.workloads.data import ArrayDataset, BatchPlan
+from archbench.workloads.words import UNKNOWN_ID, tokenize, windows
 
 
 def test_the_vocabulary_is_the_most_frequent_words_in_order_and_the_rest_share_id_0():

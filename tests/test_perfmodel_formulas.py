@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from archbench.bandwidth import parse_bandwidth
-from archbench.errors import UsageError
+from archbench.common.bandwidth import parse_bandwidth
+from archbench.common.errors import UsageError
 from archbench.perfmodel.measure.calibration import (
     Calibration,
     ComputeLine,

@@ -196,7 +196,7 @@ def test_a_calibrations_update_is_its_step_less_its_compute(tmp_path: Path) -> N
 
 
 def test_whatif_compute_per_model_and_its_bad_input(tmp_path: Path, monkeypatch, capsys):
-    from archbench.errors import UsageError
+    from archbench.common.errors import UsageError
     from archbench.perfmodel.fit.fitfile import parse_compute_ms
 
     assert parse_compute_ms("460", ["a", "b"]) == {"a": 460.0, "b": 460.0}

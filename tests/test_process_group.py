@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from archbench.process_group import run_in_group
+from archbench.common.process_group import run_in_group
 
 
 def alive(pid: int) -> bool:
@@ -68,7 +68,7 @@ def test_the_command_dies_with_the_process_that_started_it(tmp_path):
             "-c",
             textwrap.dedent(
                 f"""
-                from archbench.process_group import run_in_group
+                from archbench.common.process_group import run_in_group
                 run_in_group(["sh", "-c", "echo $$ > {pid_file}; exec sleep 60"], timeout_s=60)
                 """
             ),

@@ -285,7 +285,7 @@ def test_a_listening_socket_that_closes_late_is_still_found_gone():
 def test_a_refused_peer_has_exited_but_one_unanswered_look_is_not_enough():
     import socket as sockets
 
-    from archbench.errors import RunFailed
+    from archbench.common.errors import RunFailed
     from archbench.ps.cluster_spec import NO_ANSWER, REFUSED, Task, probe
     from archbench.ps.lifecycle import _check_still_there
 

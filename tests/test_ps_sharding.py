@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from archbench.errors import UsageError
-from archbench.launch import detect_place
+from archbench.common.errors import UsageError
 from archbench.ps.cluster_spec import (
     layout_from_tf_config,
     pick_free_port,
@@ -15,12 +14,13 @@ from archbench.ps.cluster_spec import (
     tf_config_rank_order,
 )
 from archbench.ps.sharding import VariableInfo, balanced, make_plan, round_robin
+from archbench.runtime.launch import detect_place
 
 
 @pytest.fixture(scope="module")
 def wide_mlp_variables() -> list[VariableInfo]:
-    from archbench.models import build_model
     from archbench.ps.sharding import variable_infos
+    from archbench.workloads.models import build_model
 
     return variable_infos(build_model("wide_mlp", (28, 28, 1), 10, seed=1))
 

@@ -13,12 +13,7 @@ from pathlib import Path
 import pytest
 from record_files import built_record
 
-from archbench import environment as record_env
 from archbench.analysis.load import EXPECTED_FIELDS, FIELD_COLUMNS, MEASURED_FIELDS
-from archbench.config import TrainConfig
-from archbench.localsgd import SyncSchedule, comm_record
-from archbench.loop import LoopResult, step_statistics
-from archbench.phases import PHASES, PhaseClock
 from archbench.record import (
     MIGRATIONS,
     REQUIRED_KEYS,
@@ -31,8 +26,13 @@ from archbench.record import (
     read_lines,
 )
 from archbench.record.keys import BY_PATH, KEYS, UNITS, declared, undeclared
+from archbench.runtime import environment as record_env
+from archbench.runtime.config import TrainConfig
+from archbench.runtime.localsgd import SyncSchedule, comm_record
+from archbench.runtime.loop import LoopResult, step_statistics
+from archbench.runtime.phases import PHASES, PhaseClock
+from archbench.runtime.warmgroup import cold_launch_record
 from archbench.trainers.base import Trainer
-from archbench.warmgroup import cold_launch_record
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
@@ -129,7 +129,7 @@ def test_every_key_of_a_freshly_built_record_is_declared(monkeypatch):
     assert record["schema"] == SCHEMA and migrate(copy.deepcopy(record)) == record
     failed = built_record("f", {}, study=None, status="failed", error={"type": "X", "message": "m"})
     assert undeclared(failed) == []
-    # what `launch.phases_s` holds is the phases archbench.phases names
+    # what `launch.phases_s` holds is the phases archbench.runtime.phases names
     assert set(record["launch"]["phases_s"]) == set(PHASES)
 
 
@@ -151,7 +151,7 @@ def test_the_contract_and_the_readers_fields_are_declared():
 
 
 def test_each_key_has_a_type_a_known_unit_and_a_version():
-    from archbench.settings import SETTINGS
+    from archbench.runtime.settings import SETTINGS
 
     setting_units = {row.unit for row in SETTINGS.values()}
     extra = {"", "samples", "processes", "steps", "bit/s", "us"}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from archbench.record import SCHEMA, RunRecord, placement_of, read_lines
-from archbench.settings import SETTINGS
+from archbench.runtime.settings import SETTINGS
 
 DATA = Path(__file__).parent / "data"
 OLD = DATA / "records-schema1.jsonl"

@@ -88,7 +88,7 @@ def test_an_argument_error_under_mpirun_is_said_once(tmp_path):
 def test_synthetic_batches_are_made_per_step_and_rank():
     import tensorflow as tf
 
-    from archbench.data import BatchPlan, SyntheticData, test_batches, train_batches
+    from archbench.workloads.data import BatchPlan, SyntheticData, test_batches, train_batches
 
     data = SyntheticData((8, 8, 3), 10, 64, seed=3)
     plan = BatchPlan(data.train_size, 4, 2, seed=3)

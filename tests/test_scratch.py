@@ -1,4 +1,4 @@
-"""A training process's temporary files (archbench.scratch): a run stopped by its launcher leaves
+"""A training process's temporary files (archbench.runtime.scratch): a run stopped by its launcher leaves
 none behind. TensorFlow's autograph writes a module file for each function it converts and
 removes it only at a normal exit; the ranks of a stopped run leave with os._exit."""
 
@@ -48,7 +48,7 @@ def test_a_killed_process_folder_is_removed_by_the_next_process_of_its_host(tmp_
     import os
     import socket
 
-    from archbench import scratch
+    from archbench.runtime import scratch
 
     host = scratch._host()
     gone = subprocess.Popen([sys.executable, "-c", "pass"])  # a process id no longer in use

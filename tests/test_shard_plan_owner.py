@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from archbench.models import build_model
 from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.inputs import StepConfig, ps_shards
 from archbench.perfmodel.model.modelinfo import ps_plan
 from archbench.perfmodel.model.predictor import default_placement
 from archbench.ps.sharding import ShardPlan, plan_for_model
+from archbench.workloads.models import build_model
 
 CASES = [("wide_mlp", (28, 28, 1), 10), ("resnet50", (32, 32, 3), 10)]
 

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from record_files import read_records
 
-from archbench.bandwidth import Bandwidth
 from archbench.cluster import slurm
 from archbench.cluster.preflight import cluster_unavailable_reason
 from archbench.cluster.state import ClusterState, NodeState, cluster_dir, load_state
+from archbench.common.bandwidth import Bandwidth
 from archbench.sweep.spec import load_spec
 from archbench.sweep.submit import nodes_needed, script_text
 

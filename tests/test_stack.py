@@ -9,7 +9,7 @@ import sys
 
 from conftest import REPO
 
-from archbench.stack import CONSTRAINTS, DIRECT, pinned, stack
+from archbench.runtime.stack import CONSTRAINTS, DIRECT, pinned, stack
 
 
 def test_every_package_archbench_imports_is_pinned_exactly():

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from archbench import hosts
-from archbench.errors import UsageError
+from archbench.common import hosts
+from archbench.common.errors import UsageError
 from archbench.sweep import commands, design
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import NumericRange, load_spec
@@ -333,10 +333,10 @@ def test_a_plan_refuses_more_runs_than_the_limit(tmp_path):
 def test_a_plan_refuses_an_emulated_cluster_this_machine_cannot_build(tmp_path, monkeypatch):
     """Before any lock or folder (a dry run too): the checks of `cluster up`, on a machine whose
     cores leave no room for the nodes."""
-    import archbench.virtualtime
+    import archbench.runtime.virtualtime
 
     # the cores the spec's check and the cluster's own (`cluster up`) read
-    monkeypatch.setattr(archbench.virtualtime, "usable_cores", lambda: 0.25)
+    monkeypatch.setattr(archbench.runtime.virtualtime, "usable_cores", lambda: 0.25)
     spec = spec_from(
         tmp_path, "cluster: {kind: emulated, nodes: 4, name: nosuch-cluster}\nfixed: {steps: 6}"
     )

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.sweep import slurm
 from archbench.sweep.kinds import resolve_target
 from archbench.sweep.spec import parse_spec

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.sweep.spec import NumericRange, load_spec
 
 REPO = Path(__file__).resolve().parents[1]

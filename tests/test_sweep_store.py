@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.sweep.store import ResultStore, StudyLock
 
 
@@ -84,7 +84,7 @@ def test_one_driver_per_study(tmp_path):
         # another process (a second driver) is refused with one clear line
         probe = (
             "import sys; from archbench.sweep.store import StudyLock\n"
-            "from archbench.errors import UsageError\n"
+            "from archbench.common.errors import UsageError\n"
             f"try:\n    StudyLock({str(tmp_path)!r}).__enter__()\n"
             "except UsageError as e:\n    print(e); sys.exit(2)\n"
         )

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from archbench.config import TrainConfig
-from archbench.localsgd import AVERAGE, LOCAL, SYNC, SyncSchedule, comm_record
-from archbench.loop import LoopResult, step_statistics
+from archbench.runtime.config import TrainConfig
+from archbench.runtime.localsgd import AVERAGE, LOCAL, SYNC, SyncSchedule, comm_record
+from archbench.runtime.loop import LoopResult, step_statistics
 
 S, L, A = SYNC, LOCAL, AVERAGE
 

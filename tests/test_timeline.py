@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from archbench.probes import timed_steps_left, too_short, traced_steps
+from archbench.runtime.probes import timed_steps_left, too_short, traced_steps
 from archbench.timeline import clock
 from archbench.timeline.breakdown import breakdowns, critical_path, summary
 from archbench.timeline.traceformat import complete, metadata, problems
@@ -435,7 +435,7 @@ def test_p2ps_step_records_its_gradients_call_before_the_exchange():
 def test_a_fused_step_records_no_call(arch):
     """A fused step's call holds the update (and the ring's allreduce): a span over it would
     account for every gap of the step by construction, so none is recorded."""
-    from archbench.localsgd import SYNC
+    from archbench.runtime.localsgd import SYNC
     from archbench.trainers.ring import RingTrainer
     from archbench.trainers.single import SingleTrainer
 
@@ -659,7 +659,7 @@ def test_an_op_ready_before_it_started_waited_for_a_thread_from_its_scheduled_ti
 
 
 def test_ps_primes_tracing_on_the_last_warm_up_step_that_is_not_a_probe():
-    from archbench.probes import is_probe
+    from archbench.runtime.probes import is_probe
     from archbench.timeline.tracer import _primer_step
 
     def config(arch: str, warmup: int, probe_every: int = 10) -> SimpleNamespace:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from archbench.archs import ARCHS
-from archbench.config import TrainConfig, TrainSettings, settings_view
+from archbench.common.archs import ARCHS
+from archbench.runtime.config import TrainConfig, TrainSettings, settings_view
 from archbench.trainers.base import Trainer
 
 TRAINERS = Path(__file__).resolve().parent.parent / "archbench" / "trainers"

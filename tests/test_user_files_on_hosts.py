@@ -18,7 +18,7 @@ from cluster_fixture import EmulatedCluster, emulated_cluster, launcher_env
 from test_doctor import doctor, failures, mounted_in_node, study_on
 from test_sweep_runs import results, sweep, write_spec
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.workloads.files import sha256_of
 
 __all__ = ["emulated_cluster"]  # the shared session fixture

@@ -27,11 +27,11 @@ import pytest
 import yaml
 
 from archbench.cli import main
-from archbench.data import USER_DATA_SETTINGS, load_dataset
-from archbench.models import build_model, parameter_stats
 from archbench.perfmodel.fit.records import observation_from_record
 from archbench.perfmodel.model.modelinfo import USER_DATA_INPUTS
 from archbench.ps.sharding import plan_for_model
+from archbench.workloads.data import USER_DATA_SETTINGS, load_dataset
+from archbench.workloads.models import build_model, parameter_stats
 
 REPO = Path(__file__).resolve().parent.parent
 TRANSFORMER = f"{REPO / 'examples' / 'transformer.py'}:build"
@@ -124,7 +124,7 @@ def test_a_records_shard_plan_is_the_user_models_when_the_run_recorded_none(data
 
 
 def test_the_flags_that_shape_a_users_data_are_the_loaders_settings() -> None:
-    # predict, whatif, microbench and init register these without loading archbench.data
+    # predict, whatif, microbench and init register these without loading archbench.workloads.data
     assert USER_DATA_INPUTS == USER_DATA_SETTINGS
 
 

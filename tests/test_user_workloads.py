@@ -160,8 +160,8 @@ def test_a_time_series_forecasts_better_than_the_training_mean(folder, tmp_path)
     result = record["result"]
     assert result["test_accuracy"] is None
     # the RMSE of predicting the training mean (0 in standardised units) over the test targets
-    from archbench.data import load_dataset
-    from archbench.settings import SETTINGS
+    from archbench.runtime.settings import SETTINGS
+    from archbench.workloads.data import load_dataset
 
     settings = {name: row.default for name, row in SETTINGS.items()}
     settings.update(
@@ -181,8 +181,8 @@ def test_a_folder_of_npy_files_is_read_memory_mapped(folder, tmp_path):
     npy.mkdir()
     for key in arrays.files:
         np.save(npy / f"{key}.npy", arrays[key])
-    from archbench.data import load_dataset
-    from archbench.settings import SETTINGS
+    from archbench.runtime.settings import SETTINGS
+    from archbench.workloads.data import load_dataset
 
     config = SimpleNamespace(**{name: row.default for name, row in SETTINGS.items()})
     config.dataset = f"npy:{npy}"

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from archbench.errors import UsageError
-from archbench.hosts import HostSlots
-from archbench.settings import SETTINGS
+from archbench.common.errors import UsageError
+from archbench.common.hosts import HostSlots
+from archbench.runtime.settings import SETTINGS
+from archbench.runtime.warmgroup import read_runs_file
 from archbench.sweep.groups import cold_groups, layout_key, warm_groups
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import load_spec
 from archbench.sweep.target import ClusterTarget
-from archbench.warmgroup import read_runs_file
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -37,8 +37,8 @@ from test_sweep_runs import (
     write_spec,
 )
 
-from archbench.phases import PHASES
 from archbench.record import missing_keys
+from archbench.runtime.phases import PHASES
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
 

@@ -25,7 +25,7 @@ from archbench.analysis.load import Study
 from archbench.analysis.scaling import facet_columns
 from archbench.analysis.section import Column, Table, markdown_table
 from archbench.analysis.stats import best_per_group, per_config, ratio_of_means
-from archbench.archs import is_baseline
+from archbench.common.archs import is_baseline
 
 ONE_PROCESS = "one process"
 

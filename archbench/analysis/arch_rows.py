@@ -1,11 +1,11 @@
 """Which rows of a study's table belong to which kind of architecture: masks over the `arch`
-column, answered by the descriptors (`archbench.archs`) rather than by architecture names."""
+column, answered by the descriptors (`archbench.common.archs`) rather than by architecture names."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from archbench.archs import BASELINES, WITH_HOROVOD, WITH_SERVERS
+from archbench.common.archs import BASELINES, WITH_HOROVOD, WITH_SERVERS
 
 
 def baseline(frame: pd.DataFrame) -> pd.Series:

@@ -36,7 +36,7 @@ from archbench.analysis.fmt import placement_label
 from archbench.analysis.load import Study
 from archbench.analysis.section import Column, Section, Table
 from archbench.analysis.stats import ratio_of_means
-from archbench.archs import has_servers
+from archbench.common.archs import has_servers
 
 KEY, TITLE = "claims", "The research notes' claims, checked"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from archbench.errors import StopError, UsageError
+from archbench.common.errors import StopError, UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

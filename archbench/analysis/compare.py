@@ -16,7 +16,7 @@ import pandas as pd
 
 from archbench.analysis import arch_rows
 from archbench.analysis.fmt import num
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

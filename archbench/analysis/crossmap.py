@@ -13,7 +13,7 @@ import pandas as pd
 
 from archbench.analysis.load import Study
 from archbench.analysis.section import FigureFile, Section, Table
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.perfmodel.fit.cli_model import study_calibration
 from archbench.perfmodel.optimize import crossover_report as report
 from archbench.perfmodel.optimize.crossover import Marker, Plane, format_range, format_value

@@ -69,7 +69,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from archbench.analysis.stats import ratio_of_means
-from archbench.archs import is_baseline, sort_key
+from archbench.common.archs import is_baseline, sort_key
 
 LEVEL = 0.95  # of the prediction interval a faithful run's workers fall in
 FLOOR = 0.05  # below this a difference is not called drift, however alike the baseline's runs

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 # How the report names a parameter server's placement for a reader, by the value that records,
-# settings and the report's frames and comparisons hold (archbench.settings.SERVER_PLACEMENTS,
+# settings and the report's frames and comparisons hold (archbench.runtime.settings.SERVER_PLACEMENTS,
 # archbench.record.schema.PLACEMENTS). The one table of these labels: every table cell, figure
 # label and sentence that shows a placement level takes it from here. A value not listed is
 # shown as it is.

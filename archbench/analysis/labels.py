@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.workloads.model_source import parse_model
 from archbench.workloads.user_data import parse_user_data
 

@@ -23,12 +23,12 @@ from archbench.analysis.fmt import placement_label
 from archbench.analysis.labels import data_label, model_label, record_model_labels, short_names
 from archbench.analysis.machine_load import overload_note
 from archbench.analysis.quality import run_metric
-from archbench.bandwidth import bits_or_none, link_bandwidth_bits
-from archbench.errors import UsageError
+from archbench.common.bandwidth import bits_or_none, link_bandwidth_bits
+from archbench.common.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files
 from archbench.record.keys import BYTES, COUNT, PER_STEP, RATE, REAL_S, SHARE, S, declared
 from archbench.record.keys import field as declared_field
-from archbench.settings import SERVER_PLACEMENTS
+from archbench.runtime.settings import SERVER_PLACEMENTS
 
 # Factor names that mark repetitions of one configuration, not a factor of the study.
 REPLICATE_NAMES = frozenset({"rep", "repetition", "repeat", "replicate", "seed", "run", "run_id"})

@@ -17,7 +17,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from archbench.analysis.section import FigureFile  # noqa: E402
-from archbench.archs import ARCHITECTURES, ARCHS, sort_key  # noqa: E402
+from archbench.common.archs import ARCHITECTURES, ARCHS, sort_key  # noqa: E402
 
 ARCH_COLORS: dict[str, str] = {name: a.color for name, a in ARCHS.items()}
 ARCH_MARKERS: dict[str, str] = {name: a.marker for name, a in ARCHS.items()}
@@ -53,7 +53,7 @@ def arch_marker(arch: str) -> str:
     return ARCH_MARKERS.get(arch, "o")
 
 
-arch_sort_key = sort_key  # the architectures' order is archs.py's
+arch_sort_key = sort_key  # the architectures' order is common/archs.py's
 
 
 def series_color(index: int) -> str:

@@ -43,9 +43,9 @@ from archbench.analysis.section import (
     display_rows,
     markdown_table,
 )
-from archbench.errors import UsageError
-from archbench.output_folder import folder_problem
-from archbench.study_state import StudyState, read_state, records_settled
+from archbench.common.errors import UsageError
+from archbench.common.output_folder import folder_problem
+from archbench.common.study_state import StudyState, read_state, records_settled
 
 # The sections, in the report's order (each module has KEY, TITLE and build(study, fig_dir)).
 SECTIONS = (

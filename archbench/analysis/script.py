@@ -9,7 +9,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 
 def save_figure(fig: Figure, study: Path, script: str, out: Path | None) -> Path:

@@ -23,7 +23,7 @@ from archbench.analysis.gantt import draw_step, legend_handles, panel_height_in,
 from archbench.analysis.load import Study, format_level
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.analysis.stats import mean_ci_halfwidth
-from archbench.jsonl import JsonProblem, read_json
+from archbench.common.jsonl import JsonProblem, read_json
 
 KEY, TITLE = "timelines", "Timelines: overlap observed in traced steps"
 HOW_TO = (

@@ -17,7 +17,7 @@ from archbench.analysis.load import Study, format_level, level_sort_key
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.analysis.stats import best_per_group, per_config
 from archbench.analysis.tradeoff import reduction_of
-from archbench.archs import is_baseline
+from archbench.common.archs import is_baseline
 
 KEY, TITLE = "timesplit", "Where the time goes"
 NONE = "none"  # the reduction of a run with none (analysis.tradeoff.describe)

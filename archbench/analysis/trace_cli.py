@@ -14,11 +14,11 @@ import shutil
 from pathlib import Path
 
 from archbench.analysis.fmt import as_percent, num
-from archbench.archs import SERVER_ROLE
-from archbench.errors import UsageError
-from archbench.jsonl import JsonProblem, read_json
-from archbench.output_folder import folder_problem
-from archbench.safe_text import file_token, shown
+from archbench.common.archs import SERVER_ROLE
+from archbench.common.errors import UsageError
+from archbench.common.jsonl import JsonProblem, read_json
+from archbench.common.output_folder import folder_problem
+from archbench.common.safe_text import file_token, shown
 from archbench.timeline.traceformat import archbench_problems, problems
 
 COLUMNS = (  # (header, StepBreakdown attribute)

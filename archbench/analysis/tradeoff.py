@@ -17,8 +17,8 @@ from archbench.analysis.load import Study
 from archbench.analysis.quality import ACCURACY, RMSE, Metric, metric_of
 from archbench.analysis.section import Column, FigureFile, Section, Table
 from archbench.analysis.stats import mean_ci_halfwidth, ratio_of_means
-from archbench.archs import is_baseline
-from archbench.settings import SETTINGS
+from archbench.common.archs import is_baseline
+from archbench.runtime.settings import SETTINGS
 
 # "costs at most one point of accuracy" (with room for the rounding of a difference of means)
 ONE_POINT = 0.01 + 1e-9

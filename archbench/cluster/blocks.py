@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 
 from archbench.cluster import state
-from archbench.jsonl import read_json
-from archbench.safe_text import one_line
+from archbench.common.jsonl import read_json
+from archbench.common.safe_text import one_line
 
 
 def _markers(key: str) -> tuple[str, str]:

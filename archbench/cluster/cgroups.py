@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from archbench.errors import RunFailed, UsageError
+from archbench.common.errors import RunFailed, UsageError
 
 GROUP = "archbench"
 THREADS_GROUP = "vcpu"  # a node's thread groups live in <node>/vcpu/p<pid>/t<tid>

@@ -14,7 +14,7 @@ from archbench.cluster.spec import (
     make_spec,
 )
 from archbench.cluster.state import ClusterState, is_up, list_states, load_state
-from archbench.errors import RunFailed, UsageError
+from archbench.common.errors import RunFailed, UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -14,7 +14,7 @@ executor, the input pipeline), so with only a core for each thread such a chain 
 0.71-0.75 of the reference's with per-thread caps alone, 0.98-1.07 with one core per process).
 
 A process learns D from its node's environment (`ARCHBENCH_DILATION`, set by the node's sshd),
-through `archbench.emulation`, the run path's one door to this package; everywhere else (a real
+through `archbench.runtime.emulation`, the run path's one door to this package; everywhere else (a real
 cluster, localhost, an undilated cluster) D is 1 and virtual time is real time.
 
 `auto` picks the smallest D for which the nodes' busy threads fill at most half of this machine's
@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 AUTO = "auto"
 OFF = "off"

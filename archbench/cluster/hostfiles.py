@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 from archbench.cluster.sshd import project_root
-from archbench.errors import UsageError
-from archbench.hosts import HostSlots, host_list_text, hostfile_text
+from archbench.common.errors import UsageError
+from archbench.common.hosts import HostSlots, host_list_text, hostfile_text
 
 _GENERATED_LINE = re.compile(r"[a-z-]+\d+ slots=\d+")
 

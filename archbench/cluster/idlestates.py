@@ -31,7 +31,7 @@ import json
 import os
 from pathlib import Path
 
-from archbench.jsonl import read_json
+from archbench.common.jsonl import read_json
 
 PARAMETERS = Path("/sys/module/haltpoll/parameters")
 # The cpuidle driver the machine's idle cores run: the parameters count only under haltpoll.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from archbench.virtualtime import on_emulated_node
+from archbench.runtime.virtualtime import on_emulated_node
 
 NAP_VARIABLE = "ARCHBENCH_IDLE_NAP_US"
 DEFAULT_NAP_US = 100

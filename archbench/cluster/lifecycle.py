@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from archbench.bandwidth import Bandwidth
 from archbench.cluster import (
     blocks,
     capcost,
@@ -35,9 +34,10 @@ from archbench.cluster.state import (
     load_state,
     save_state,
 )
-from archbench.errors import RunFailed, UsageError
-from archbench.safe_text import plain_word
-from archbench.virtualtime import LIBRARY_NAME
+from archbench.common.bandwidth import Bandwidth
+from archbench.common.errors import RunFailed, UsageError
+from archbench.common.safe_text import plain_word
+from archbench.runtime.virtualtime import LIBRARY_NAME
 
 HOSTS_FILE = Path("/etc/hosts")
 # Open MPI reads per-user MCA parameters from here, on the host and (same $HOME) in the nodes.

@@ -21,9 +21,9 @@ import statistics
 import sys
 import time
 
-from archbench import mpitransport
 from archbench.cluster import threadcaps
-from archbench.virtualtime import factor
+from archbench.runtime import mpitransport
+from archbench.runtime.virtualtime import factor
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -9,8 +9,8 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from archbench.bandwidth import Bandwidth
-from archbench.errors import RunFailed
+from archbench.common.bandwidth import Bandwidth
+from archbench.common.errors import RunFailed
 
 SUBNET_PREFIX = "10.213"  # archbench's own private range: 10.213.<index>.0/24 per cluster
 SUBNET_INDEXES = range(1, 251)

@@ -12,11 +12,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from archbench import virtualtime
 from archbench.cluster.dilation import Dilation
 from archbench.cluster.idlewait import NAP_VARIABLE
-from archbench.errors import RunFailed
-from archbench.virtualtime import LIBRARY_NAME
+from archbench.common.errors import RunFailed
+from archbench.runtime import virtualtime
+from archbench.runtime.virtualtime import LIBRARY_NAME
 
 SOURCE = Path(__file__).resolve().parent / "native" / "nodelib.c"
 CAPS_VARIABLE = "ARCHBENCH_THREAD_CAPS"

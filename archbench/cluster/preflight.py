@@ -6,7 +6,7 @@ import os
 import shutil
 from collections.abc import Callable
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 # tool -> Debian package that provides it
 REQUIRED_TOOLS: dict[str, str] = {

@@ -26,8 +26,8 @@ from archbench.cluster.network import terminate
 from archbench.cluster.preflight import find_tool
 from archbench.cluster.sshd import pid_alive, start_in_node
 from archbench.cluster.state import ClusterState
-from archbench.errors import RunFailed, UsageError
-from archbench.safe_text import plain_word
+from archbench.common.errors import RunFailed, UsageError
+from archbench.common.safe_text import plain_word
 
 CONF = "slurm.conf"
 CGROUP_CONF = "cgroup.conf"

@@ -6,13 +6,13 @@ import math
 import re
 from dataclasses import dataclass
 
-from archbench import virtualtime
-from archbench.bandwidth import Bandwidth
 from archbench.cluster import cgroups
 from archbench.cluster import dilation as dilation_of
 from archbench.cluster.dilation import Dilation
 from archbench.cluster.idlewait import DEFAULT_NAP_US, MAX_NAP_US
-from archbench.errors import UsageError
+from archbench.common.bandwidth import Bandwidth
+from archbench.common.errors import UsageError
+from archbench.runtime import virtualtime
 
 DEFAULT_NAME = "emulated"
 DEFAULT_PREFIX = "node"

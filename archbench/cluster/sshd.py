@@ -13,8 +13,8 @@ from pathlib import Path
 
 from archbench.cluster.cgroups import join_groups
 from archbench.cluster.preflight import find_tool
-from archbench.errors import RunFailed
-from archbench.safe_text import plain_word
+from archbench.common.errors import RunFailed
+from archbench.common.safe_text import plain_word
 
 CLIENT_KEY = "id_ed25519"
 HOST_KEY = "ssh_host_ed25519_key"

@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archbench.bandwidth import Bandwidth
 from archbench.cluster.dilation import Dilation
-from archbench.errors import UsageError
-from archbench.jsonl import JsonProblem, read_json
-from archbench.safe_text import shown
+from archbench.common.bandwidth import Bandwidth
+from archbench.common.errors import UsageError
+from archbench.common.jsonl import JsonProblem, read_json
+from archbench.common.safe_text import shown
 
 RUN_DIR = Path(os.environ.get("ARCHBENCH_RUN_DIR", "/run/archbench"))
 NETNS_DIR = Path("/run/netns")

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from archbench.cluster import cgroups
-from archbench.virtualtime import factor, node_library_path
+from archbench.runtime.virtualtime import factor, node_library_path
 
 _THREAD_GROUP = re.compile(r"/vcpu/[pb]\d+/t\d+$")
 _BACKGROUND_GROUP = re.compile(r"/vcpu/b\d+/t\d+$")

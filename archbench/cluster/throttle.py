@@ -7,7 +7,7 @@ time; read around each traced step, it says how much of the step's gap the budge
 groups read are those that can stop the thread running the step (on a time-dilated node: its own
 virtual core's, its process's and its node's), found when the step starts, since a dilated node
 places the thread in its group at the first timed step. None where no budget applies. The run
-path reaches it through `archbench.emulation.step_throttle`.
+path reaches it through `archbench.runtime.emulation.step_throttle`.
 
 Where the emulated node's library is loaded (`native/nodelib.c`), `StopSampler` also says where
 each stop fell: the kernel adds a stop's length to a group's throttled time when the stop ends,
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archbench.cluster import cgroups, threadcaps
-from archbench.virtualtime import STOP_SAMPLE_INTERVAL_US
+from archbench.runtime.virtualtime import STOP_SAMPLE_INTERVAL_US
 
 MAX_STOPS = 4096
 

@@ -26,8 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from archbench.archs import has_servers
-from archbench.errors import UsageError
+from archbench.common.archs import has_servers
+from archbench.common.errors import UsageError
 
 METHODS = ("none", "fp16", "topk", "powersgd")
 # Methods whose exchange is their own (top-k's selection, PowerSGD's factors, each with error

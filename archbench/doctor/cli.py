@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from archbench.bandwidth import Bandwidth
+from archbench.common.bandwidth import Bandwidth
+from archbench.common.errors import UsageError
+from archbench.common.hosts import check_host_name, parse_host_list, read_hostfile
 from archbench.doctor.dataset import DataSet
 from archbench.doctor.problems import Problem
-from archbench.errors import UsageError
-from archbench.hosts import check_host_name, parse_host_list, read_hostfile
-from archbench.settings import SETTINGS, LevelError
+from archbench.runtime.settings import SETTINGS, LevelError
 
 # In the order they run: each needs the hosts the ones before it found usable.
 CHECKS = ("ssh", "versions", "model", "data", "mpirun", "links")
@@ -119,8 +119,8 @@ def _setting_value(name: str):
 
 def _user_models(models: list[str]) -> list[str]:
     """The user's models among `models` (a built-in one has no file to compare)."""
-    # deferred: archbench.models loads numpy; only models given need it
-    from archbench.models import model_source
+    # deferred: archbench.workloads.models loads numpy; only models given need it
+    from archbench.workloads.models import model_source
 
     return [model for model in dict.fromkeys(models) if model_source(model).user]
 

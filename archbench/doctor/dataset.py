@@ -1,5 +1,5 @@
 """The data set's files present and readable on every host (each host's probe runs the checks
-a run makes before it starts, archbench.data.check_available)."""
+a run makes before it starts, archbench.workloads.data.check_available)."""
 
 from __future__ import annotations
 

@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any
 
+from archbench.common.jsonl import loads
 from archbench.doctor.dataset import DataSet
 from archbench.doctor.probe import MARKER
 from archbench.doctor.problems import Problem
 from archbench.doctor.remote import Reply, is_local, run_on, run_on_hosts
-from archbench.jsonl import loads
 
 # A probe imports archbench (and with --full TensorFlow and Horovod) on a host that may be busy.
 PROBE_TIMEOUT_S = 120.0

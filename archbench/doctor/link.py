@@ -11,12 +11,12 @@ import subprocess
 from collections import Counter
 from collections.abc import Sequence
 
-from archbench.bandwidth import Bandwidth
+from archbench.common.bandwidth import Bandwidth
+from archbench.common.hosts import HostSlots
+from archbench.common.jsonl import loads
+from archbench.common.process_group import run_in_group
 from archbench.doctor.problems import Problem
-from archbench.hosts import HostSlots
-from archbench.jsonl import loads
-from archbench.launch import root_mpi_env
-from archbench.process_group import run_in_group
+from archbench.runtime.launch import root_mpi_env
 from archbench.sweep.commands import mpirun_argv
 
 # linkprobe counts payload only: TCP/IP headers and framing take a few percent of the wire rate,

@@ -9,13 +9,13 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 
+from archbench.common.hosts import HostSlots
+from archbench.common.jsonl import loads
+from archbench.common.process_group import run_in_group
 from archbench.doctor.problems import Problem
 from archbench.doctor.ranks import MARKER
-from archbench.hosts import HostSlots
-from archbench.jsonl import loads
-from archbench.launch import root_mpi_env
-from archbench.process_group import run_in_group
 from archbench.ps.cluster_spec import PORT_RANGE
+from archbench.runtime.launch import root_mpi_env
 from archbench.sweep.commands import mpirun_argv
 
 JOB_TIMEOUT_S = 120.0

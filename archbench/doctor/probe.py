@@ -20,9 +20,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import archbench
-from archbench.environment import environment
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.info import collect
+from archbench.runtime.environment import environment
 from archbench.workloads.files import readable_file_problem, sha256_of
 
 MARKER = "archbench-doctor-probe:"
@@ -57,10 +57,10 @@ def versions(full: bool) -> dict[str, str]:
 
 def data_problems(data_sets: list[dict[str, str | None]]) -> list[str]:
     """What keeps a run from reading each built-in data set here ({dataset, data_dir,
-    text_file}, as `archbench train` names them), one line each: archbench.data owns the checks a
+    text_file}, as `archbench train` names them), one line each: archbench.workloads.data owns the checks a
     run makes before it starts. A user's data is compared by its files' sha256 (`user_files`)."""
-    # deferred: archbench.data loads numpy; doctor's checks import this module for its constants
-    from archbench.data import check_available
+    # deferred: archbench.workloads.data loads numpy; doctor's checks import this module for its constants
+    from archbench.workloads.data import check_available
     from archbench.workloads.user_data import parse_user_data
 
     problems = []
@@ -97,7 +97,7 @@ def user_files(models: list[str], data_sets: list[dict[str, str | None]]) -> lis
     if not models and not data_sets:
         return []  # the sweep's quick probe stays as light as it was
     # deferred: these load numpy; doctor's checks import this module for its constants
-    from archbench.models import model_source
+    from archbench.workloads.models import model_source
     from archbench.workloads.user_data import parse_user_data
 
     entries = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from archbench.safe_text import shown
+from archbench.common.safe_text import shown
 
 
 class Problem(NamedTuple):

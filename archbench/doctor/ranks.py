@@ -14,9 +14,9 @@ import json
 import socket
 import sys
 
-from archbench import mpitransport
-from archbench.errors import RunFailed
+from archbench.common.errors import RunFailed
 from archbench.ps.cluster_spec import pick_free_port, reachable_address
+from archbench.runtime import mpitransport
 
 MARKER = "archbench-doctor-ranks:"
 CONNECT_TIMEOUT_S = 3.0

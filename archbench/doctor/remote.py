@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from archbench.process_group import run_in_group
+from archbench.common.process_group import run_in_group
 
 CONNECT_TIMEOUT_S = 5
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")

@@ -13,14 +13,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
+from archbench.common.output_folder import file_problem
 from archbench.init import hosts as hosts_of
 from archbench.init import levels, workload
 from archbench.init.link import link_rate
 from archbench.init.text import render, user_values
-from archbench.output_folder import file_problem
 from archbench.perfmodel.model.modelinfo import USER_DATA_INPUTS
-from archbench.settings import SETTINGS, add_flag
+from archbench.runtime.settings import SETTINGS, add_flag
 from archbench.sweep.kinds import resolve_target
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import load_spec

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from archbench.errors import UsageError
-from archbench.hosts import HostSlots, check_host_name, read_hostfile
+from archbench.common.errors import UsageError
+from archbench.common.hosts import HostSlots, check_host_name, read_hostfile
 from archbench.sweep.slurm import allocation_hosts
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from archbench.archs import has_servers
-from archbench.errors import UsageError
+from archbench.common.archs import has_servers
+from archbench.common.errors import UsageError
 from archbench.sweep.commands import layout_for
 from archbench.sweep.plan import normalise
 from archbench.sweep.spec import StudySpec

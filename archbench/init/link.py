@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from archbench.bandwidth import Bandwidth
+from archbench.common.bandwidth import Bandwidth
 from archbench.init.hosts import Hosts
 
 

@@ -14,10 +14,10 @@ import json
 import re
 from typing import Any
 
+from archbench.common.safe_text import one_line
 from archbench.init.hosts import Hosts
 from archbench.init.levels import ARCHS, Design
 from archbench.init.workload import Workload
-from archbench.safe_text import one_line
 
 # Words YAML reads back as the same string when written bare: no number, no YAML keyword.
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")

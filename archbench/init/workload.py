@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 # The models that read 28x28 images, cheapest first; the starter trains the first unless asked
 # for another, and its comments name the others.
@@ -50,9 +50,9 @@ def find(
 ) -> Workload:
     """The starter's workload; UsageError naming the first problem (a model or data set that is
     not there, data that does not load, a model that does not fit the data)."""
-    # deferred: archbench.models and the user's data forms load numpy, which
+    # deferred: archbench.workloads.models and the user's data forms load numpy, which
     # `archbench init --help` does not need
-    from archbench.models import model_source
+    from archbench.workloads.models import model_source
     from archbench.workloads.user_data import parse_user_data
 
     source = model_source(model or IMAGE_MODELS[0])
@@ -73,9 +73,9 @@ def find(
 
 
 def _fashion_mnist(source, data_dir: str | None, asked: bool) -> Workload:
-    # deferred: archbench.data loads numpy
-    from archbench.data import FASHION_MNIST_DIR, check_available
-    from archbench.models import check_model_name
+    # deferred: archbench.workloads.data loads numpy
+    from archbench.workloads.data import FASHION_MNIST_DIR, check_available
+    from archbench.workloads.models import check_model_name
 
     check_model_name(source.spec, "fashion_mnist")
     others = [name for name in IMAGE_MODELS if name != source.spec]
@@ -109,8 +109,8 @@ def _fashion_mnist(source, data_dir: str | None, asked: bool) -> Workload:
 def _user_data(source, data, shaping: dict[str, Any]) -> Workload:
     """The user's data set, read as training reads it, and the model built for it."""
     # deferred: the model's facts load the data (numpy, pandas) and build the model (TensorFlow)
-    from archbench.models import check_model_name
     from archbench.perfmodel.model.modelinfo import user_data_facts
+    from archbench.workloads.models import check_model_name
 
     spec = f"{data.form}:{data.path}"
     check_model_name(source.spec, spec)

@@ -37,7 +37,7 @@ import numpy as np
 
 from archbench.p2p import sparse
 from archbench.p2p.shards import ShardPlan
-from archbench.settings import P2P_SCHEDULES
+from archbench.runtime.settings import P2P_SCHEDULES
 from archbench.timeline.recorder import NULL_RECORDER
 from archbench.timeline.spans import COMM, UPDATE, WAIT
 

@@ -2,7 +2,7 @@
 
 `ShardExchange` runs its two phases one after the other: every gradient shard to its owner,
 each send waited for in turn, then every fresh parameter shard to every peer. Here each shard is
-cut into pieces of at most S MB (`archbench.tensor_partition.cut_range`; one piece per shard when S is
+cut into pieces of at most S MB (`archbench.runtime.tensor_partition.cut_range`; one piece per shard when S is
 not given), and a step is one pass of non-blocking messages:
 
 1. every receive is posted (the W-1 contributions to each piece of this worker's shard; every
@@ -42,7 +42,7 @@ import numpy as np
 
 from archbench.p2p.exchange import GRADIENT_TAG, PARAMETER_TAG, ShardExchange
 from archbench.p2p.shards import ShardPlan
-from archbench.tensor_partition import PartitionSpec, cut_range
+from archbench.runtime.tensor_partition import PartitionSpec, cut_range
 from archbench.timeline.spans import COMM, UPDATE, WAIT
 
 PIECE_TAG_BASE = 1000  # above the exchange's phase tags

@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from archbench.archs import CHIEF_ROLE, SERVER_ROLE, WORKER_ROLE
-from archbench.errors import RunFailed, UsageError
-from archbench.jsonl import loads
+from archbench.common.archs import CHIEF_ROLE, SERVER_ROLE, WORKER_ROLE
+from archbench.common.errors import RunFailed, UsageError
+from archbench.common.jsonl import loads
 
 # Ports are picked below the kernel's ephemeral range, so outgoing connections (which take
 # ephemeral ports) never grab a port between its pick and the server's bind.

@@ -28,7 +28,7 @@ into the shard's `SparseConditionalAccumulator` (summing; the chief divides by W
 average is the dense one's: unselected entries count as zeros). The chief applies the same
 momentum SGD to the dense average; the pull stays dense.
 
-Synchronous with `--sync-every H` > 1 (local SGD, `archbench.localsgd`): a local step applies
+Synchronous with `--sync-every H` > 1 (local SGD, `archbench.runtime.localsgd`): a local step applies
 the worker's own gradient to its local copy with its own momentum (v = -g*lr + v*m on the
 worker, at the full lr: the average of W such models follows synchronous SGD on the average
 gradient), and nothing travels. Every H-th step, after its local update, the worker pushes its
@@ -57,11 +57,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archbench.compression.topk import TfTopK
-from archbench.models import build_model
 from archbench.ps import rows
 from archbench.ps.cluster_spec import ClusterLayout
 from archbench.ps.sharding import ShardPlan, cut_shards, plan_for_model, with_row_placement
-from archbench.sparse_rows import embedding_variables
+from archbench.runtime.sparse_rows import embedding_variables
+from archbench.workloads.models import build_model
 from archbench.workloads.task import label_dtype, per_sample_loss
 
 DONE_QUEUE = "archbench_ps_done"
@@ -161,10 +161,10 @@ def build_worker_graph(
 ) -> WorkerGraph:
     """`compression`: a CompressionSpec, or None (dense pushes); only `topk` changes the graph.
     `sparse_rows`: push and pull only the embedding rows a batch touches (`archbench.ps.rows`);
-    `row_servers`: the server of each embedding row (`archbench.partition.place_rows`; default:
+    `row_servers`: the server of each embedding row (`archbench.runtime.partition.place_rows`; default:
     the shard plan's row ranges). `partition`: a PartitionSpec, or None: shards cut into pieces
     of at most its bytes (each pushed, updated and pulled by its own ops), pulls chained first
-    layers first (priority; `archbench.tensor_partition`)."""
+    layers first (priority; `archbench.runtime.tensor_partition`)."""
 
     sparse = compression is not None and compression.sparse and sync
     if local_steps and not sync:

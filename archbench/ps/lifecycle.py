@@ -17,7 +17,7 @@ import re
 import threading
 import time
 
-from archbench.errors import RunFailed
+from archbench.common.errors import RunFailed
 from archbench.ps import wire
 from archbench.ps.cluster_spec import (
     NO_ANSWER,

@@ -14,7 +14,7 @@ touches only those rows. So, per step and per shard of the embedding:
   exchange's bit for bit (the momentum still moves every row; only the gradient is sparse).
 
 Where a row lives is given by `row_position`: the embedding is held on the servers in that order
-(`archbench.partition.param`), each shard a contiguous run of positions; `range` is the identity.
+(`archbench.runtime.partition.param`), each shard a contiguous run of positions; `range` is the identity.
 Counters on the worker (rows pushed and pulled, per shard) give the bytes the record reports.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archbench.sparse_rows import INDEX_BYTES_PS
+from archbench.runtime.sparse_rows import INDEX_BYTES_PS
 
 
 @dataclass

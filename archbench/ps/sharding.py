@@ -187,7 +187,7 @@ def plan_for_model(model, num_ps: int, sharding: str) -> ShardPlan:
 
 def with_row_placement(plan: ShardPlan, variable: int, servers) -> tuple[ShardPlan, list[int]]:
     """The plan with `variable`'s rows placed row by row (`servers[r]`: the server of row r,
-    `archbench.partition.place_rows`): the servers hold the variable in stored order (rows
+    `archbench.runtime.partition.place_rows`): the servers hold the variable in stored order (rows
     grouped by server, in row order within one), server k a contiguous run of positions. Returns
     the plan and each row's stored position."""
     info = plan.variables[variable]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from archbench.jsonl import JsonProblem, loads
+from archbench.common.jsonl import JsonProblem, loads
 
 # A report is a few KiB; a timeline's spans a few MiB. Past this, bytes are not ours.
 MAX_WIRE_BYTES = 256 << 20

@@ -1,6 +1,6 @@
 """The run record's single owner: schema and migrations (`schema`), every key declared (`keys`),
 builder (`build`), reader and writer (`io`) and typed accessors (`view`). It imports nothing above
-it: what a run says about its machine is gathered by `archbench.environment` and passed in. See
+it: what a run says about its machine is gathered by `archbench.runtime.environment` and passed in. See
 docs/record.md."""
 
 from archbench.record.build import build_record, cluster_section, in_virtual_time

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from archbench.archs import arch as architecture
+from archbench.common.archs import arch as architecture
 from archbench.record.schema import SCHEMA, complete, placement_of
 
 

@@ -1,7 +1,7 @@
 """Writing and reading run records: one JSON object per line.
 
 The one reader: a line that is not a whole JSON object (cut by a crash, or by a copy in
-progress; nested past archbench.jsonl's bound) is skipped and reported, a record of an older
+progress; nested past archbench.common.jsonl's bound) is skipped and reported, a record of an older
 schema version is migrated, and one of a newer version stops the read with one line naming it.
 The one rule for a study's record files: a file is itself; a folder is its `results.jsonl`
 (the sweep's), else every `.jsonl` below it except those in `report/` and the sweep's per-run
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archbench.errors import UsageError
-from archbench.jsonl import JsonProblem, append_line, loads
+from archbench.common.errors import UsageError
+from archbench.common.jsonl import JsonProblem, append_line, loads
 from archbench.record.schema import NewerSchema, migrate
 
 RESULTS_NAME = "results.jsonl"
@@ -24,7 +24,7 @@ _NOT_RECORDS = frozenset({"report", "runs"})
 
 
 def append_record(path: str, record: dict) -> None:
-    """Appends the record as one line, all or nothing (archbench.jsonl.append_line).
+    """Appends the record as one line, all or nothing (archbench.common.jsonl.append_line).
 
     Raises OSError naming the file when it could not be written; the file is then unchanged.
     """

@@ -12,7 +12,7 @@ time (real / D, archbench.record.build.in_virtual_time), and a rate (`samples/s`
 second; `real s` is real seconds, never dilated (start-up, the emulation's own readings);
 `share` is a fraction in [0, 1]; `count` a number of things; `bytes` a size; `bytes/step` bytes
 per training step (averaged over every step, local ones included); `time` an ISO-8601 UTC time.
-A key of the run's configuration has the unit of its setting (archbench.settings).
+A key of the run's configuration has the unit of its setting (archbench.runtime.settings).
 
 `since`: 1 for keys the first schema's records carry, 2 for keys written under version 2
 (version 2 records written before a key was added lack it: where the key follows from what the
@@ -24,8 +24,8 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from archbench.phases import PHASES
-from archbench.settings import SETTINGS, TRAIN_SETTINGS
+from archbench.runtime.phases import PHASES
+from archbench.runtime.settings import SETTINGS, TRAIN_SETTINGS
 
 S = "s"  # training time: virtual on a dilated cluster
 REAL_S = "real s"  # real seconds, never dilated
@@ -110,7 +110,7 @@ _TOP = _keys(
     Key("kind", "str", "", 1, "other JSON lines beside the records", "not a run record"),
 ]
 
-# `config`: one key per train setting (archbench.settings owns their types and units), and the
+# `config`: one key per train setting (archbench.runtime.settings owns their types and units), and the
 # keys training and the sweep add.
 _CONFIG_SINCE_1 = frozenset(
     "arch model dataset data_dir text_file synthetic_shape synthetic_classes synthetic_samples "
@@ -130,7 +130,7 @@ def _config_keys() -> list[Key]:
         everywhere = len(applies) == len(SETTINGS["arch"].applies_to)
         keys.append(
             Key(f"config.{row.name}", _SETTING_TYPES[row.kind], row.unit,
-                1 if row.name in _CONFIG_SINCE_1 else 2, "archbench.settings.record_config",
+                1 if row.name in _CONFIG_SINCE_1 else 2, "archbench.runtime.settings.record_config",
                 None if everywhere else f"applies to {', '.join(applies)} (else its "
                 f"not-applicable value)")
         )  # fmt: skip
@@ -193,7 +193,7 @@ _CLUSTER = _keys(
 ]
 
 _ENV = _keys(
-    "archbench.environment.environment",
+    "archbench.runtime.environment.environment",
     1,
     """
     env.python str -
@@ -220,7 +220,7 @@ _ENV = _keys(
     env.constraints.differs list - 2
     """,
 ) + _keys(
-    "archbench.environment.run_environment",
+    "archbench.runtime.environment.run_environment",
     1,
     """
     env.load_avg_start float processes
@@ -230,7 +230,7 @@ _ENV = _keys(
 )
 
 _MODEL_STATS = _keys(
-    "archbench.models.parameter_stats",
+    "archbench.workloads.models.parameter_stats",
     1,
     """
     model_stats.params int count
@@ -268,7 +268,7 @@ _TIMING = (
         "an ok run",
     )
     + _keys(
-        "archbench.loop.step_statistics",
+        "archbench.runtime.loop.step_statistics",
         1,
         """
         timing.step_s_median float s
@@ -293,7 +293,7 @@ _TIMING = (
         "an ok run",
     )
     + _keys(
-        "archbench.loop.step_statistics",
+        "archbench.runtime.loop.step_statistics",
         2,
         """
         timing.step_s_median_by_kind mapping s
@@ -340,14 +340,14 @@ _COMM = (
         open=True,
     )  # fmt: skip
     + _keys(
-        "archbench.sparse_rows.record",
+        "archbench.runtime.sparse_rows.record",
         2,
         "comm.sparse_exchange object -",
         "ring, p2p, ps",
         open=True,
     )  # fmt: skip
     + _keys(
-        "archbench.sparse_rows.record",
+        "archbench.runtime.sparse_rows.record",
         2,
         """
         comm.sparse_exchange.setting str -
@@ -359,14 +359,14 @@ _COMM = (
         "ring, p2p, ps (the row bytes: ps with sparse rows)",
     )
     + _keys(
-        "archbench.tensor_partition",
+        "archbench.runtime.tensor_partition",
         2,
         "comm.tensor_partition object -",
         "p2p, ps with --partition-mb or --priority on",
         open=True,
     )  # fmt: skip
     + _keys(
-        "archbench.tensor_partition",
+        "archbench.runtime.tensor_partition",
         2,
         """
         comm.tensor_partition.partition_bytes int bytes
@@ -379,7 +379,7 @@ _COMM = (
         "p2p, ps with --partition-mb or --priority on (the medians: p2p)",
     )
     + _keys(
-        "archbench.localsgd.comm_record",
+        "archbench.runtime.localsgd.comm_record",
         2,
         """
         comm.sync_every int steps
@@ -579,7 +579,7 @@ def _launch_keys() -> list[Key]:
         launch.group_startup_s float real_s
         launch.phases_s object real_s
         """ + "\n".join(f"launch.phases_s.{phase} float real_s" for phase in PHASES)
-    return _keys("archbench.train.launch_section, archbench.warmgroup", 2, rows, "training")
+    return _keys("archbench.train.launch_section, archbench.runtime.warmgroup", 2, rows, "training")
 
 
 _SWEEP = _keys(

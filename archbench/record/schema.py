@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from archbench.errors import UsageError
-from archbench.settings import SETTINGS, TRAIN_SIZES
+from archbench.common.errors import UsageError
+from archbench.runtime.settings import SETTINGS, TRAIN_SIZES
 
 SCHEMA_NAME = "archbench.run"
 VERSION = 3

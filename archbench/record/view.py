@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from archbench.archs import ARCHS
-from archbench.bandwidth import Bandwidth
+from archbench.common.archs import ARCHS
+from archbench.common.bandwidth import Bandwidth
 from archbench.record.schema import is_server_role, number_or_none, placement_of
-from archbench.settings import SETTINGS
+from archbench.runtime.settings import SETTINGS
 
 
 class RunRecord:

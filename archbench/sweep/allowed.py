@@ -6,7 +6,7 @@ name another program to run, move where records are written, or load code into t
 - `python:` is a Python (CPython's compiled executable, named python, python3 or python3.N, its
   link target too; a script is refused unrun) that imports archbench (`archbench.sweep.preflight`);
 - `extra_args` holds flags of `archbench train` that no setting covers: the sweep's own (`--out`,
-  `--run-id`, `--study`, `--runs-file`) and a setting's flag are refused (`archbench.settings`);
+  `--run-id`, `--study`, `--runs-file`) and a setting's flag are refused (`archbench.runtime.settings`);
 - `launcher_args` holds MCA parameters (`--mca NAME VALUE`), `-x NAME` and the launcher switches
   below, which change how the launcher reports or places ranks;
 - `env` sets the tuning variables of the libraries a run uses (the prefixes below).
@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from archbench.errors import UsageError
-from archbench.safe_text import shown
+from archbench.common.errors import UsageError
+from archbench.common.safe_text import shown
 
 # Launcher options that take no value.
 LAUNCHER_SWITCHES = frozenset(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from archbench.errors import UsageError
-from archbench.settings import LevelError, setting
+from archbench.common.errors import UsageError
+from archbench.runtime.settings import LevelError, setting
 from archbench.sweep.driver import SweepOptions, run_sweep
 from archbench.sweep.spec import CLUSTER_KINDS, load_spec
 

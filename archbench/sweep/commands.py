@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from archbench.archs import MULTI_PROCESS
-from archbench.archs import arch as architecture
-from archbench.errors import UsageError
-from archbench.hosts import HostSlots, host_list_text, read_hostfile, total_slots
-from archbench.settings import PLACEMENT_POLICIES, SETTINGS
+from archbench.common.archs import MULTI_PROCESS
+from archbench.common.archs import arch as architecture
+from archbench.common.errors import UsageError
+from archbench.common.hosts import HostSlots, host_list_text, read_hostfile, total_slots
+from archbench.runtime.settings import PLACEMENT_POLICIES, SETTINGS
 from archbench.sweep.target import ClusterTarget
 
 Layout = tuple[HostSlots, ...]  # (host, ranks on it) in rank order

@@ -11,8 +11,8 @@ import math
 import random
 from typing import Any
 
-from archbench.errors import UsageError
-from archbench.settings import setting
+from archbench.common.errors import UsageError
+from archbench.runtime.settings import setting
 from archbench.sweep.limits import MAX_DESIGN_POINTS
 from archbench.sweep.spec import Design, Levels, NumericRange
 

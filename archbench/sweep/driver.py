@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from archbench.environment import now_iso
-from archbench.errors import StopError
-from archbench.hosts import hostfile_text
-from archbench.launch import root_mpi_env
-from archbench.settings import SETTINGS
-from archbench.study_state import write_plan
+from archbench.common.errors import StopError
+from archbench.common.hosts import hostfile_text
+from archbench.common.study_state import write_plan
+from archbench.runtime.environment import now_iso
+from archbench.runtime.launch import root_mpi_env
+from archbench.runtime.settings import SETTINGS
+from archbench.runtime.warmgroup import RUNS_FILE_FLAG
 from archbench.sweep import preflight, records, user_files
 from archbench.sweep.commands import (
     default_python,
@@ -46,7 +47,6 @@ from archbench.sweep.runner import GRACE_S, RunningProcess, kill_marked
 from archbench.sweep.spec import StudySpec
 from archbench.sweep.store import ResultStore, StudyLock
 from archbench.sweep.warm import GroupLaunch, GroupMember, group_id, write_runs_file
-from archbench.warmgroup import RUNS_FILE_FLAG
 
 # `timeline: true`: the spelling of --timeline that horovodrun lets through to the command.
 TIMELINE_FLAG = SETTINGS["timeline"].alias

@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from archbench.bandwidth import Bandwidth
 from archbench.cluster.preflight import require_cluster_support
-from archbench.errors import StopError, UsageError
+from archbench.common.bandwidth import Bandwidth
+from archbench.common.errors import StopError, UsageError
 from archbench.sweep.target import ClusterTarget
 
 

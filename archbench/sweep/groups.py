@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from archbench.archs import uses_horovod
+from archbench.common.archs import uses_horovod
 from archbench.sweep.plan import PlannedRun
 
 # Settings read once per process (or per Horovod or MPI initialisation) by the ranks.

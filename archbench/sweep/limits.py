@@ -5,12 +5,12 @@ factors with ten levels each) is refused with one line instead of filling the me
 are far above what one machine or one allocation measures in a week: ten thousand runs of a few
 seconds each are most of a day. The number of workers per run is the settings registry's (its
 `workers` row); the nodes of an emulated cluster are `archbench.cluster.spec.MAX_NODES`; the
-ranks one host may run (`cluster.slots`, a hostfile's `slots=`) are `archbench.hosts.MAX_SLOTS`.
+ranks one host may run (`cluster.slots`, a hostfile's `slots=`) are `archbench.common.hosts.MAX_SLOTS`.
 """
 
 from __future__ import annotations
 
-from archbench.hosts import MAX_SLOTS  # noqa: F401 (ranks one host may run: cluster.slots)
+from archbench.common.hosts import MAX_SLOTS  # noqa: F401 (ranks one host may run: cluster.slots)
 
 MAX_SPEC_BYTES = 1 << 20  # the spec file itself
 MAX_REPETITIONS = 1_000

@@ -14,11 +14,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from archbench.archs import MULTI_PROCESS
-from archbench.archs import arch as architecture
-from archbench.errors import UsageError
-from archbench.probes import too_short
-from archbench.settings import PLACEMENT_POLICIES, SETTINGS, applies, combination_problem
+from archbench.common.archs import MULTI_PROCESS
+from archbench.common.archs import arch as architecture
+from archbench.common.errors import UsageError
+from archbench.runtime.probes import too_short
+from archbench.runtime.settings import PLACEMENT_POLICIES, SETTINGS, applies, combination_problem
 from archbench.sweep import commands, design
 from archbench.sweep.kinds import kind_of
 from archbench.sweep.limits import MAX_DESIGN_POINTS, MAX_RUNS
@@ -214,8 +214,8 @@ def _loaded_baseline(spec: StudySpec, target: ClusterTarget) -> bool:
 
 
 def _check_model(config: dict[str, Any]) -> None:
-    # deferred: archbench.models loads numpy
-    from archbench.models import check_model_name
+    # deferred: archbench.workloads.models loads numpy
+    from archbench.workloads.models import check_model_name
 
     try:
         check_model_name(config.get("model", "mlp"), config.get("dataset", "fashion_mnist"))

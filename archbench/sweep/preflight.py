@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from archbench.errors import StopError, UsageError
+from archbench.common.errors import StopError, UsageError
 
 IMPORT_CHECK_TIMEOUT_S = 60.0
 

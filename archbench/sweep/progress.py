@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from archbench.phases import wall_split
+from archbench.runtime.phases import wall_split
 
 
 def format_duration(seconds: float | None) -> str:

@@ -10,10 +10,10 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from archbench.archs import arch as architecture
-from archbench.environment import environment, now_iso
-from archbench.jsonl import read_json
+from archbench.common.archs import arch as architecture
+from archbench.common.jsonl import read_json
 from archbench.record import build_record, cluster_section, complete, read_records
+from archbench.runtime.environment import environment, now_iso
 from archbench.sweep.kinds import KINDS
 from archbench.sweep.launch_failures import LAUNCH_FAILED, launcher_start_failure
 from archbench.sweep.plan import PlannedRun
@@ -114,8 +114,8 @@ def classify(
 
 def _record_config(run: PlannedRun) -> dict[str, Any]:
     """The config object of the record contract, from the planned configuration."""
-    # deferred: archbench.config loads only for a run that wrote no record of its own
-    from archbench.config import TrainConfig
+    # deferred: archbench.runtime.config loads only for a run that wrote no record of its own
+    from archbench.runtime.config import TrainConfig
 
     fields = TrainConfig.__dataclass_fields__
     values = {k: v for k, v in run.config.items() if k in fields and k != "extra"}

@@ -1,6 +1,6 @@
 """Runs one command as a process tree that cannot outlive its timeout, or the driver.
 
-The command runs as one process group that dies with the driver (archbench.process_group). On
+The command runs as one process group that dies with the driver (archbench.common.process_group). On
 timeout the group gets SIGTERM (mpirun and horovodrun then tear their ranks down, and each rank
 writes a record saying so), then SIGKILL after a grace period. Ranks that live outside the group
 (started through ssh on an emulated node, or re-parented after their launcher died) are found by a
@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from archbench.process_group import GRACE_S, GroupProcess
+from archbench.common.process_group import GRACE_S, GroupProcess
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import re
 import subprocess
 from collections.abc import Mapping
 
-from archbench.errors import UsageError
-from archbench.hosts import MAX_SLOTS, HostSlots, check_host_name
+from archbench.common.errors import UsageError
+from archbench.common.hosts import MAX_SLOTS, HostSlots, check_host_name
 
 _COUNT = re.compile(r"([0-9]+)(?:\(x([0-9]+)\))?")
 MAX_ALLOCATION_NODES = 65_536  # far above any allocation; bounds a garbage `(xN)`

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archbench import virtualtime
 from archbench.cluster import dilation as dilation_of
 from archbench.cluster.idlewait import MAX_NAP_US
-from archbench.errors import UsageError
-from archbench.safe_text import one_line
-from archbench.settings import LevelError, setting
+from archbench.common.errors import UsageError
+from archbench.common.safe_text import one_line
+from archbench.runtime import virtualtime
+from archbench.runtime.settings import LevelError, setting
 from archbench.sweep import allowed, limits
 from archbench.sweep.preflight import interpreter_problem
 

@@ -1,7 +1,7 @@
 """`runs/<study>/results.jsonl`: one record per run id, safe against a driver killed at any moment.
 
 Only the sweep driver writes this file, and only after a run has ended, through
-archbench.jsonl.append_line: a whole line or nothing. A line cut short (the file does not end in a
+archbench.common.jsonl.append_line: a whole line or nothing. A line cut short (the file does not end in a
 newline) is ignored on load and cut off under the lock, so the next append starts on a fresh line. A retried run replaces
 its earlier record through a temporary file, fsync and rename, so the file always holds either the
 old record or the new one, never both and never neither.
@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from archbench.errors import UsageError
-from archbench.jsonl import JsonProblem, append_line, cut_partial_tail, fsync_dir, loads
+from archbench.common.errors import UsageError
+from archbench.common.jsonl import JsonProblem, append_line, cut_partial_tail, fsync_dir, loads
+from archbench.common.study_state import RESULTS_LOCK_NAME, SWEEP_LOCK_NAME
 from archbench.record.io import RESULTS_NAME, read_lines
-from archbench.study_state import RESULTS_LOCK_NAME, SWEEP_LOCK_NAME
 
 
 def _dumps(record: dict[str, Any]) -> str:

@@ -18,9 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from archbench.errors import StopError, UsageError
-from archbench.hosts import HostSlots
-from archbench.safe_text import one_line, plain_word
+from archbench.common.errors import StopError, UsageError
+from archbench.common.hosts import HostSlots
+from archbench.common.safe_text import one_line, plain_word
 from archbench.sweep import preflight
 from archbench.sweep.spec import StudySpec, load_spec
 from archbench.sweep.target import ClusterTarget

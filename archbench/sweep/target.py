@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archbench.hosts import HostSlots, total_slots
+from archbench.common.hosts import HostSlots, total_slots
 
 
 @dataclass(frozen=True)

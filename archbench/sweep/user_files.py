@@ -8,8 +8,8 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from archbench.errors import UsageError
-from archbench.settings import SETTINGS
+from archbench.common.errors import UsageError
+from archbench.runtime.settings import SETTINGS
 from archbench.sweep.plan import PlannedRun
 from archbench.workloads.files import sha256_of, short_digest
 
@@ -21,8 +21,8 @@ def _levels(runs: Iterable[PlannedRun], name: str) -> list[str]:
 
 def user_models(runs: Iterable[PlannedRun]) -> list[str]:
     """The --model values of the runs that name a user's model, in run order."""
-    # deferred: archbench.models loads numpy; a sweep needs it only once it has a plan
-    from archbench.models import model_source
+    # deferred: archbench.workloads.models loads numpy; a sweep needs it only once it has a plan
+    from archbench.workloads.models import model_source
 
     return [spec for spec in _levels(runs, "model") if model_source(spec).user]
 
@@ -37,8 +37,8 @@ def user_data(runs: Iterable[PlannedRun]) -> list[str]:
 
 def imported_files(runs: Iterable[PlannedRun]) -> list[str]:
     """The Python files the runs import to build their models (a module's file as found here)."""
-    # deferred: archbench.models loads numpy; a sweep needs it only once it has a plan
-    from archbench.models import model_source
+    # deferred: archbench.workloads.models loads numpy; a sweep needs it only once it has a plan
+    from archbench.workloads.models import model_source
 
     found = []
     for spec in user_models(runs):
@@ -86,7 +86,7 @@ def check_unchanged(runs: Sequence[PlannedRun], records: Iterable[dict[str, Any]
     """UsageError (one line) when a user's model or data file the runs read has another sha256
     now than in the study's records of runs that read it."""
     # deferred: the model and data forms load numpy
-    from archbench.models import model_source
+    from archbench.workloads.models import model_source
     from archbench.workloads.user_data import data_facts, parse_user_data
 
     records = list(records)

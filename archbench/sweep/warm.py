@@ -1,6 +1,6 @@
 """One launch of a warm group, driver side: start it, and tell when each of its runs ended.
 
-The ranks run the group's runs in order (archbench.warmgroup). A run has ended when its chief's
+The ranks run the group's runs in order (archbench.runtime.warmgroup). A run has ended when its chief's
 record is in its run folder with status ok; the next run's timeout starts then. A run ends
 otherwise when the launch exits (a crash, a failed run: its own record says why) or when its
 timeout passes (the launch is stopped, as a cold run's is). Either way the launch is over and the
@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from archbench.environment import now_iso
-from archbench.process_group import GRACE_S
+from archbench.common.process_group import GRACE_S
+from archbench.runtime.environment import now_iso
 from archbench.sweep.records import train_record
 from archbench.sweep.runner import ProcessOutcome, RunningProcess
 
@@ -45,7 +45,7 @@ class MemberEnded:
 
 
 def write_runs_file(path: Path, group: str, launched_at: float, members: list[GroupMember]) -> None:
-    """The file every rank reads (archbench.warmgroup.read_runs_file), written whole or not at all."""
+    """The file every rank reads (archbench.runtime.warmgroup.read_runs_file), written whole or not at all."""
     scratch = path.with_name(path.name + ".tmp")
     runs = [{"run_id": m.run_id, "argv": m.train_args} for m in members]
     scratch.write_text(json.dumps({"group": group, "launched_at": launched_at, "runs": runs}))

@@ -34,7 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from archbench.archs import SERVER_ROLE
+from archbench.common.archs import SERVER_ROLE
 from archbench.timeline import intervals as iv
 from archbench.timeline.spans import (
     BACKWARD,

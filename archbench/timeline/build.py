@@ -7,7 +7,7 @@ whole job shows (`archbench.timeline.derive`, Horovod's collectives on every ran
 one process per rank (parameter servers included) with a thread per row: the step frame, each
 compute thread, the network or MPI calls, Horovod's activities. Timestamps are microseconds of
 virtual time from the start of the first traced step: (rank 0's clock - that start) / D, D the
-chief's dilation factor (`archbench.emulation.factor`; 1 off a dilated node); durations are
+chief's dilation factor (`archbench.runtime.emulation.factor`; 1 off a dilated node); durations are
 virtual too. The trace's `otherData` says so, with D and the clock bounds.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from archbench.archs import SERVER_ROLE, has_servers, owns_shards, uses_horovod
-from archbench.emulation import virtual
+from archbench.common.archs import SERVER_ROLE, has_servers, owns_shards, uses_horovod
+from archbench.runtime.emulation import virtual
 from archbench.timeline import derive, horovod
 from archbench.timeline.clock import Offset
 from archbench.timeline.spans import STEP, Span

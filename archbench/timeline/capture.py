@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 
-from archbench.archs import uses_horovod
+from archbench.common.archs import uses_horovod
 from archbench.timeline import horovod, stepstats
 from archbench.timeline.recorder import Recorder
 from archbench.timeline.spans import Span

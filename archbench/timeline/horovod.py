@@ -32,7 +32,7 @@ import os
 import re
 from collections import defaultdict
 
-from archbench.jsonl import loads
+from archbench.common.jsonl import loads
 from archbench.timeline.spans import COMM, STEP, WAIT, Span
 
 DYNAMIC = "DYNAMIC"  # HOROVOD_TIMELINE=DYNAMIC: started and stopped from Python around the steps

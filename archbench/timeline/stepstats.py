@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from archbench.archs import SERVER_ROLE
+from archbench.common.archs import SERVER_ROLE
 from archbench.timeline.ops import TRIVIAL_TYPES, classify, classify_server
 from archbench.timeline.spans import COMM, COMPUTE, Span
 

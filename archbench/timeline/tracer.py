@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from archbench.archs import uses_horovod
-from archbench.emulation import STOP_SAMPLE_INTERVAL_US, factor, step_throttle, virtual
-from archbench.errors import UsageError
-from archbench.probes import is_probe, too_short, traced_steps
+from archbench.common.archs import uses_horovod
+from archbench.common.errors import UsageError
+from archbench.runtime.emulation import STOP_SAMPLE_INTERVAL_US, factor, step_throttle, virtual
+from archbench.runtime.probes import is_probe, too_short, traced_steps
 from archbench.timeline import breakdown, build, clock, horovod
 from archbench.timeline.capture import PROFILED, Captures
 from archbench.timeline.derive import LOOP
@@ -35,8 +35,8 @@ from archbench.timeline.spans import STEP, STOPPED, Span
 from archbench.timeline.traceformat import dumps
 
 if TYPE_CHECKING:
-    from archbench.config import TrainConfig
-    from archbench.launch import ProcessPlace
+    from archbench.runtime.config import TrainConfig
+    from archbench.runtime.launch import ProcessPlace
     from archbench.trainers.base import Trainer
 
 
@@ -45,7 +45,7 @@ def for_run(config: TrainConfig, place: ProcessPlace, data, workers: int) -> Tra
     if config.timeline is None:
         return None
     # deferred: the training loop (numpy) loads only with --timeline
-    from archbench.loop import batch_plan, schedule
+    from archbench.runtime.loop import batch_plan, schedule
 
     total, _ = schedule(config, batch_plan(config, data, workers))
     problem = too_short(total, config.warmup_steps, config.probe_every, config.timeline_steps)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from archbench.archs import arch as architecture
-from archbench.config import TrainConfig
-from archbench.data import ArrayDataset
-from archbench.launch import ProcessPlace
+from archbench.common.archs import arch as architecture
+from archbench.runtime.config import TrainConfig
+from archbench.runtime.launch import ProcessPlace
 from archbench.trainers.base import Trainer
+from archbench.workloads.data import ArrayDataset
 
 
 def trainer_class(arch: str) -> type[Trainer]:

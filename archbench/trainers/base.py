@@ -1,7 +1,7 @@
 """The one interface every architecture implements, and the pieces they share.
 
 An architecture differs only in how gradients and parameters travel. The training loop
-(`archbench.loop`) drives any Trainer the same way:
+(`archbench.runtime.loop`) drives any Trainer the same way:
 
     trainer.setup()                      # model, optimizer, communication
     if trainer.is_worker:
@@ -17,7 +17,7 @@ An architecture differs only in how gradients and parameters travel. The trainin
 it only splits the time: compute = forward + backward, exchange = moving gradients/parameters
 plus applying the update.
 
-The kind of step (`self.step_kind`, see `archbench.localsgd`) is `sync` for every step unless
+The kind of step (`self.step_kind`, see `archbench.runtime.localsgd`) is `sync` for every step unless
 `--sync-every` > 1: then a `local` step applies this worker's own gradient with its own
 optimizer state and sends nothing (its "exchange" phase is the local update alone), and an
 `average` step does the same and then averages the parameters over the workers.
@@ -31,13 +31,13 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from archbench.archs import arch
-from archbench.config import TrainConfig, TrainSettings, settings_view
-from archbench.data import ArrayDataset
-from archbench.launch import ProcessPlace
-from archbench.localsgd import AVERAGE, SYNC, SyncSchedule
-from archbench.models import build_for_data
+from archbench.common.archs import arch
+from archbench.runtime.config import TrainConfig, TrainSettings, settings_view
+from archbench.runtime.launch import ProcessPlace
+from archbench.runtime.localsgd import AVERAGE, SYNC, SyncSchedule
 from archbench.timeline.recorder import NULL_RECORDER, Recorder
+from archbench.workloads.data import ArrayDataset
+from archbench.workloads.models import build_for_data
 from archbench.workloads.task import keras_loss
 
 
@@ -77,7 +77,7 @@ class Trainer(ABC):
         self.recorder = recorder
 
     def begin_step(self, kind: str) -> None:
-        """The loop says what kind of step comes next (`archbench.localsgd`), and counts it."""
+        """The loop says what kind of step comes next (`archbench.runtime.localsgd`), and counts it."""
         self.step_kind = kind
         self.steps_by_kind[kind] = self.steps_by_kind.get(kind, 0) + 1
 
@@ -148,7 +148,7 @@ class Trainer(ABC):
     @abstractmethod
     def compute_pass(self, x, y) -> None:
         """Forward + backward on this worker's batch, nothing exchanged, the result dropped: the
-        repeated passes of a probe's compute window (see `archbench.loop.steady_compute`)."""
+        repeated passes of a probe's compute window (see `archbench.runtime.loop.steady_compute`)."""
 
     _dispatch = None  # the empty tf.function, made at the first call (the tracing probe's)
 

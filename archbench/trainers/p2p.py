@@ -26,7 +26,7 @@ broadcast of the initial parameters) and for small facts (allgather of Python ob
 parameters are the owners' numpy shards; the Keras model is a copy refreshed every step, so all
 ranks hold identical parameters after every step (checked at the end of the run).
 
-With `--sync-every H` > 1 (`archbench.localsgd`), a local step applies this worker's own
+With `--sync-every H` > 1 (`archbench.runtime.localsgd`), a local step applies this worker's own
 gradient to its whole parameter vector with its own momentum (a full-length `ShardSGD`; at the
 first local step after synchronous warm-up steps it starts from the owners' momentum shards,
 gathered once), and an averaging step runs the same two phases on the parameter vector instead
@@ -34,7 +34,7 @@ of the gradient: each owner averages its shard of the parameters over the worker
 to every peer. The same messages, so the same bytes as a gradient exchange; ranks hold identical
 parameters after every averaging step, and the run's last step always averages.
 
-With `--partition-mb S` or `--priority on` (`archbench.tensor_partition`), step 2 runs in pieces
+With `--partition-mb S` or `--priority on` (`archbench.runtime.tensor_partition`), step 2 runs in pieces
 (`archbench.p2p.pieces.PieceExchange`): every piece a non-blocking message, each owner piece
 averaged, updated and sent back as soon as its contributions are in; the same bits, the same
 bytes. An averaging step sends a copy of the parameters, since fresh pieces land in them.
@@ -46,19 +46,19 @@ import time
 
 import numpy as np
 
-from archbench import sparse_rows
+from archbench.common.errors import UsageError
 from archbench.compression.record import p2p_compression
 from archbench.compression.topk import TopK
-from archbench.errors import UsageError
-from archbench.localsgd import AVERAGE, SYNC
-from archbench.models import parameter_digest
 from archbench.p2p.exchange import ShardExchange
 from archbench.p2p.pieces import PieceExchange
 from archbench.p2p.sgd import ShardSGD
 from archbench.p2p.shards import ShardPlan
-from archbench.tensor_partition import PartitionSpec
+from archbench.runtime import sparse_rows
+from archbench.runtime.localsgd import AVERAGE, SYNC
+from archbench.runtime.tensor_partition import PartitionSpec
 from archbench.timeline.spans import UPDATE
 from archbench.trainers.base import Trainer
+from archbench.workloads.models import parameter_digest
 
 COMPUTE_WORK = "forward + backward"  # what the gradients' tf.function computes
 
@@ -93,7 +93,7 @@ class P2PTrainer(Trainer):
         import tensorflow as tf
         from mpi4py import MPI
 
-        from archbench.models import build_for_data
+        from archbench.workloads.models import build_for_data
         from archbench.workloads.task import keras_loss
 
         self.comm = MPI.COMM_WORLD

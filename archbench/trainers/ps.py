@@ -20,15 +20,9 @@ from functools import cached_property
 
 import numpy as np
 
-from archbench import sparse_rows, warmgroup
+from archbench.common.errors import RunFailed, UsageError
 from archbench.compression import CompressionSpec
 from archbench.compression.record import ps_stats
-from archbench.emulation import factor as dilation_factor
-from archbench.errors import RunFailed, UsageError
-from archbench.launch import threads_per_process
-from archbench.localsgd import AVERAGE, SYNC
-from archbench.models import build_for_data, model_source
-from archbench.partition import data_partition, place_rows
 from archbench.ps import row_bytes, wire
 from archbench.ps.cluster_spec import (
     ClusterLayout,
@@ -54,8 +48,14 @@ from archbench.ps.lifecycle import (
     take_when_there,
 )
 from archbench.ps.sharding import ShardPlan
-from archbench.tensor_partition import PartitionSpec
+from archbench.runtime import sparse_rows, warmgroup
+from archbench.runtime.emulation import factor as dilation_factor
+from archbench.runtime.launch import threads_per_process
+from archbench.runtime.localsgd import AVERAGE, SYNC
+from archbench.runtime.partition import data_partition, place_rows
+from archbench.runtime.tensor_partition import PartitionSpec
 from archbench.trainers.base import Trainer
+from archbench.workloads.models import build_for_data, model_source
 
 READY_POLL_S = 0.1
 
@@ -705,7 +705,7 @@ class PSTrainer(Trainer):
         }
 
     def _partition_record(self) -> dict:
-        """--partition-mb, --priority on: what the graph cut and ordered (archbench.tensor_partition)."""
+        """--partition-mb, --priority on: what the graph cut and ordered (archbench.runtime.tensor_partition)."""
         per_variable = [len(self.plan.shards_of(i)) for i in range(len(self.plan.variables))]
         return {
             **self.partition.record(per_variable),

@@ -17,14 +17,14 @@ import os
 
 import numpy as np
 
-from archbench import sparse_rows
 from archbench.compression import ring_allreduce_bytes
 from archbench.compression.record import ring_stats
 from archbench.compression.ring import ring_compressor
-from archbench.emulation import factor as dilation_factor
-from archbench.localsgd import AVERAGE, SYNC
-from archbench.models import parameter_stats
+from archbench.runtime import sparse_rows
+from archbench.runtime.emulation import factor as dilation_factor
+from archbench.runtime.localsgd import AVERAGE, SYNC
 from archbench.trainers.base import KerasTrainer
+from archbench.workloads.models import parameter_stats
 
 # Open MPI's coll/tuned allreduce algorithms: 4 is the ring (reduce-scatter, then allgather).
 OMPI_RING_ALLREDUCE = "4"

@@ -1,4 +1,4 @@
-"""Where a run's model comes from: a built-in name (`archbench.models`), a function the user wrote
+"""Where a run's model comes from: a built-in name (`archbench.workloads.models`), a function the user wrote
 (`path/to/file.py:build` or `package.module:build`), or a saved Keras model with its weights
 (`path/to/model.keras` or `.h5`).
 
@@ -23,8 +23,8 @@ import zipfile
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from archbench.errors import UsageError
-from archbench.jsonl import loads
+from archbench.common.errors import UsageError
+from archbench.common.jsonl import loads
 from archbench.workloads.files import readable_file_problem, sha256_of
 
 SAVED_SUFFIXES = (".keras", ".h5")
@@ -71,7 +71,7 @@ class ModelSource:
 
 
 def parse_model(spec: str, builtin_names: Collection[str]) -> ModelSource:
-    """The source a `--model` value names (`builtin_names`: archbench.models's); UsageError when
+    """The source a `--model` value names (`builtin_names`: archbench.workloads.models's); UsageError when
     it is of no known form."""
     if not isinstance(spec, str) or not spec.strip():
         raise UsageError("--model is empty: give a built-in name or " + FORMS)

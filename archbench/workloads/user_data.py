@@ -1,5 +1,5 @@
 """Data a user brings, read into the same `ArrayDataset` the built-in data sets fill, so the global
-sample order and the workers' slices (`archbench.data.BatchPlan`) are the same as theirs.
+sample order and the workers' slices (`archbench.workloads.data.BatchPlan`) are the same as theirs.
 
 Forms of `--dataset`:
 - `npz:FILE`: arrays `x_train`, `y_train`, `x_test`, `y_test` in one NumPy archive (read into
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.workloads.files import readable_file_problem, sha256_of
 from archbench.workloads.task import is_regression
 
@@ -95,7 +95,7 @@ def check_files(data: UserData) -> None:
 
 @dataclass(frozen=True)
 class UserArrays:
-    """The user's samples as `archbench.data.ArrayDataset` holds them."""
+    """The user's samples as `archbench.workloads.data.ArrayDataset` holds them."""
 
     name: str
     x_train: np.ndarray

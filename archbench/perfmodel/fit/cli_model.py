@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from archbench.archs import uses_horovod
-from archbench.bandwidth import parse_bandwidth
-from archbench.errors import UsageError
-from archbench.output_folder import file_problem, folder_problem
+from archbench.common.archs import uses_horovod
+from archbench.common.bandwidth import parse_bandwidth
+from archbench.common.errors import UsageError
+from archbench.common.output_folder import file_problem, folder_problem
 from archbench.perfmodel.fit import figures
 from archbench.perfmodel.fit.fitfile import (
     DEFAULT_CALIBRATION,
@@ -60,7 +60,7 @@ from archbench.perfmodel.measure.calibration import (
 from archbench.perfmodel.model.cli_predict import PREDICT_INPUTS
 from archbench.perfmodel.model.modelinfo import INPUT_SETTINGS
 from archbench.perfmodel.model.units import check_numbers, names, own_row, positive_ints
-from archbench.settings import MAX_WORKERS, SETTINGS, add_flag, combination_problem
+from archbench.runtime.settings import MAX_WORKERS, SETTINGS, add_flag, combination_problem
 
 VALIDATION_NAME = "perfmodel_validation"
 # a study's own calibration, beside its records (`archbench microbench --study`)
@@ -529,8 +529,8 @@ def run_whatif(args: argparse.Namespace) -> int:
     if sparse and args.dataset is None:
         raise UsageError("--sparse-exchange sparse needs --dataset (the word model's: words)")
     if args.dataset is not None:
-        # deferred: archbench.models loads only with --dataset
-        from archbench.models import check_model_name
+        # deferred: archbench.workloads.models loads only with --dataset
+        from archbench.workloads.models import check_model_name
 
         for model in models:
             check_model_name(model, args.dataset)

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from archbench.errors import UsageError
-from archbench.jsonl import JsonProblem, read_json
+from archbench.common.errors import UsageError
+from archbench.common.jsonl import JsonProblem, read_json
 from archbench.perfmodel.measure.calibration import Calibration, ComputeLine, load_calibration
 from archbench.perfmodel.model.predictor import ModelParams
 

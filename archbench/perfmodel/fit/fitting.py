@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from archbench.archs import has_servers
-from archbench.bandwidth import parse_bandwidth
-from archbench.errors import UsageError
+from archbench.common.archs import has_servers
+from archbench.common.bandwidth import parse_bandwidth
+from archbench.common.errors import UsageError
 from archbench.perfmodel.fit.records import Observation
 from archbench.perfmodel.measure.calibration import Calibration, ComputeLine, fit_compute_line
 from archbench.perfmodel.model.inputs import is_asynchronous_key, key_family

@@ -33,12 +33,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archbench.archs import ARCHITECTURES
-from archbench.bandwidth import Bandwidth, format_bits
+from archbench.common.archs import ARCHITECTURES
+from archbench.common.bandwidth import Bandwidth, format_bits
 from archbench.perfmodel.fit.fitting import Scored
 from archbench.perfmodel.fit.records import Observation
 from archbench.record import RunRecord
-from archbench.settings import SETTINGS
+from archbench.runtime.settings import SETTINGS
 
 RIGHT, TOO_CLOSE, WRONG = "right", "too close to call", "wrong"
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archbench.archs import ARCHS, COMPANION_ROLE, gathers_rows
-from archbench.archs import arch as architecture
-from archbench.errors import UsageError
+from archbench.common.archs import ARCHS, COMPANION_ROLE, gathers_rows
+from archbench.common.archs import arch as architecture
+from archbench.common.errors import UsageError
 from archbench.perfmodel.measure.calibration import is_finite_positive
 from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.modelinfo import (

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from archbench.errors import UsageError
-from archbench.jsonl import JsonProblem, loads, read_json
+from archbench.common.errors import UsageError
+from archbench.common.jsonl import JsonProblem, loads, read_json
 from archbench.perfmodel.model.formulas import LinkCost
 
 # Used only when nothing was measured: a loopback TCP path of a few GB/s and tens of
@@ -242,7 +242,7 @@ def fingerprint_of_hosts(hosts: list[str]) -> dict[str, Any]:
     """The fingerprint of the cluster these hosts are (an emulated one that is up, else real
     hosts of this machine's kind)."""
     # deferred: the record's environment (subprocess, platform) loads only for a fingerprint
-    from archbench.environment import cpu_model
+    from archbench.runtime.environment import cpu_model
 
     try:
         # deferred: inside the ImportError guard for a build without archbench.cluster

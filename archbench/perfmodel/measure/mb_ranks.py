@@ -9,7 +9,7 @@ list of results to --result-file.
 Every timing is a median over iterations after warm-up; the iteration count adapts to the size
 so each size takes about --seconds-per-size. On a time-dilated node each rank arms its thread
 caps before its first timed call (as a training rank does before its first timed step) and
-every timing is virtual: real / D (`archbench.emulation`); each row says its D.
+every timing is virtual: real / D (`archbench.runtime.emulation`); each row says its D.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from collections.abc import Callable
 from functools import partial
 from itertools import islice
 
-from archbench import mpitransport, scratch
-from archbench.config import TrainConfig
-from archbench.emulation import arm_caps, factor
-from archbench.launch import compute_window_s, detect_place, threads_per_process
 from archbench.perfmodel.model.formulas import allreduce_bus_bandwidth
-from archbench.settings import SETTINGS
+from archbench.runtime import mpitransport, scratch
+from archbench.runtime.config import TrainConfig
+from archbench.runtime.emulation import arm_caps, factor
+from archbench.runtime.launch import compute_window_s, detect_place, threads_per_process
+from archbench.runtime.settings import SETTINGS
 
 WARMUP = 2
 TRIALS = 3  # calls timed together to choose the iteration count
@@ -402,9 +402,9 @@ def bench_compute(
     # the loop's probe windows)
     import tensorflow as tf
 
-    from archbench.data import BatchPlan, load_dataset, train_batches
-    from archbench.loop import repeated_pass, steady_compute
+    from archbench.runtime.loop import repeated_pass, steady_compute
     from archbench.trainers.single import SingleTrainer
+    from archbench.workloads.data import BatchPlan, load_dataset, train_batches
 
     place = detect_place()
     comm = None

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from archbench.archs import uses_horovod
-from archbench.errors import RunFailed, UsageError
-from archbench.hosts import (
+from archbench.common.archs import uses_horovod
+from archbench.common.errors import RunFailed, UsageError
+from archbench.common.hosts import (
     HostSlots,
     host_list_text,
     parse_host_list,
@@ -35,9 +35,9 @@ from archbench.hosts import (
     read_hostfile,
     total_slots,
 )
-from archbench.jsonl import JsonProblem, read_json
-from archbench.launch import root_mpi_env
-from archbench.output_folder import folder_problem
+from archbench.common.jsonl import JsonProblem, read_json
+from archbench.common.output_folder import folder_problem
+from archbench.common.process_group import run_in_group
 from archbench.perfmodel.measure.calibration import (
     calibration_from_records,
     fingerprint_of_hosts,
@@ -51,8 +51,8 @@ from archbench.perfmodel.model.units import (
     own_row,
     positive_ints,
 )
-from archbench.process_group import run_in_group
-from archbench.settings import SETTINGS, add_flag
+from archbench.runtime.launch import root_mpi_env
+from archbench.runtime.settings import SETTINGS, add_flag
 from archbench.sweep.commands import mpirun_argv
 from archbench.sweep.kinds import kind_of, resolve_target
 from archbench.sweep.spec import load_spec
@@ -371,7 +371,7 @@ def shaped_link(hosts: list[str]) -> tuple[str | None, float | None]:
     if not link:
         return None, None
     # deferred: loads only on an emulated cluster's link
-    from archbench.bandwidth import parse_bandwidth
+    from archbench.common.bandwidth import parse_bandwidth
 
     return link, parse_bandwidth(link)
 
@@ -439,8 +439,8 @@ def run_for_study(args: argparse.Namespace) -> int:
 
 def measure(args: argparse.Namespace, hosts: list[HostSlots]) -> int:
     # deferred: the record package (subprocess, platform) loads only when benches run
-    from archbench.environment import environment, new_run_id, now_iso
     from archbench.record import append_record
+    from archbench.runtime.environment import environment, new_run_id, now_iso
 
     sizes = parse_sizes(args.sizes)
     benches = {b.strip() for b in args.benches.split(",") if b.strip()}
@@ -452,8 +452,8 @@ def measure(args: argparse.Namespace, hosts: list[HostSlots]) -> int:
     positive_ints(args.batch_sizes, "--batch-sizes", SETTINGS["batch_size"].maximum)
     positive_ints(args.compute_sharing, "--compute-sharing", MAX_COMPUTE_SHARING)
     if "compute" in benches:
-        # deferred: archbench.models loads only for the compute bench
-        from archbench.models import check_model_name
+        # deferred: archbench.workloads.models loads only for the compute bench
+        from archbench.workloads.models import check_model_name
 
         for model in args.models.split(","):
             check_model_name(model, args.dataset)

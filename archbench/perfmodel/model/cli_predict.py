@@ -8,11 +8,10 @@ import json
 import math
 import sys
 
-from archbench.archs import gathers_rows
-from archbench.bandwidth import format_bits as format_bandwidth
-from archbench.bandwidth import parse_bandwidth
-from archbench.errors import UsageError
-from archbench.models import check_model_name
+from archbench.common.archs import gathers_rows
+from archbench.common.bandwidth import format_bits as format_bandwidth
+from archbench.common.bandwidth import parse_bandwidth
+from archbench.common.errors import UsageError
 from archbench.perfmodel.fit.fitfile import (
     DEFAULT_CALIBRATION,
     default_calibration,
@@ -31,7 +30,7 @@ from archbench.perfmodel.model.modelinfo import (
 )
 from archbench.perfmodel.model.predictor import StepConfig, default_placement, predict_step
 from archbench.perfmodel.model.units import check_numbers, emulated_burst_bytes
-from archbench.settings import (
+from archbench.runtime.settings import (
     ALL,
     SERVER_PLACEMENTS,
     SETTINGS,
@@ -39,6 +38,7 @@ from archbench.settings import (
     add_flag,
     combination_problem,
 )
+from archbench.workloads.models import check_model_name
 
 # setting -> what predict asks differently from training (argparse keywords)
 PREDICT_SETTINGS: dict[str, dict] = {

@@ -1,12 +1,12 @@
 """One cost function per architecture: the communication of one step and the step it makes,
 given the compute time and the architecture's fitted parameters. The architecture's descriptor
-(`archbench.archs`) names its function here; `predictor.predict_step` calls it."""
+(`archbench.common.archs`) names its function here; `predictor.predict_step` calls it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from archbench.archs import gathers_rows, has_servers, owns_shards
+from archbench.common.archs import gathers_rows, has_servers, owns_shards
 from archbench.compression import (
     INDEX_BYTES,
     PS_INDEX_BYTES,
@@ -22,7 +22,7 @@ from archbench.perfmodel.model.inputs import (
     network_for,
     ps_shards,
 )
-from archbench.sparse_rows import INDEX_BYTES_P2P, INDEX_BYTES_PS
+from archbench.runtime.sparse_rows import INDEX_BYTES_P2P, INDEX_BYTES_PS
 
 
 @dataclass

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from archbench.archs import arch as architecture
+from archbench.common.archs import arch as architecture
+from archbench.common.errors import UsageError
 from archbench.compression import CompressionSpec
-from archbench.errors import UsageError
 from archbench.perfmodel.measure.calibration import Calibration
 from archbench.perfmodel.model import formulas as F
-from archbench.settings import applies
+from archbench.runtime.settings import applies
 
 
 @dataclass

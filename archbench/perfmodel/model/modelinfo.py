@@ -7,18 +7,18 @@ import os
 from types import SimpleNamespace
 from typing import Any
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.record.schema import built_in_train_size
-from archbench.settings import SETTINGS
+from archbench.runtime.settings import SETTINGS
 
-# Input shape and class count of each data set, as archbench.data loads them.
+# Input shape and class count of each data set, as archbench.workloads.data loads them.
 DATASET_SHAPES: dict[str, tuple[tuple[int, ...], int]] = {
     "fashion_mnist": ((28, 28, 1), 10),
     "mnist": ((28, 28, 1), 10),
     "cifar10": ((32, 32, 3), 10),
 }
 TEXT_VOCAB = 256
-# The settings that shape a user's samples: archbench.data.USER_DATA_SETTINGS, named here so that
+# The settings that shape a user's samples: archbench.workloads.data.USER_DATA_SETTINGS, named here so that
 # a command's flags register without loading numpy (a test holds the two lists equal).
 USER_DATA_INPUTS = ("loss", "label_column", "feature_columns", "test_fraction", "window", "horizon")
 # Every setting that decides a model's input shape and outputs (predict's and whatif's flags).
@@ -48,8 +48,8 @@ def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     if dataset == "text":
         return (int(config.get("seq_len") or 64),), TEXT_VOCAB
     if dataset == "words":
-        # deferred: archbench.words loads numpy
-        from archbench.words import WORD_OUTPUT_CLASSES
+        # deferred: archbench.workloads.words loads numpy
+        from archbench.workloads.words import WORD_OUTPUT_CLASSES
 
         seq_len = int(config.get("seq_len") or SETTINGS["seq_len"].default)
         return (seq_len,), min(WORD_OUTPUT_CLASSES, vocab_of(config) or 0)
@@ -58,7 +58,7 @@ def input_spec(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
 
 def user_data_facts(config: dict[str, Any]) -> tuple[tuple[int, ...], int, int] | None:
     """(sample shape, outputs, training samples) of a user's data set (`npz:`, `npy:`, `csv:`,
-    `series:`), None for a built-in one. Loaded through archbench.data, so a table's one-hot
+    `series:`), None for a built-in one. Loaded through archbench.workloads.data, so a table's one-hot
     columns and a series' windows come out as training sees them; kept per version of its files."""
     dataset = str(config.get("dataset") or "")
     if ":" not in dataset:
@@ -87,8 +87,8 @@ def user_data_facts(config: dict[str, Any]) -> tuple[tuple[int, ...], int, int] 
 def _loaded_facts(
     dataset: str, shaping: tuple[tuple[str, Any], ...], versions: tuple
 ) -> tuple[tuple[int, ...], int, int]:
-    # deferred: archbench.data loads numpy (and pandas for a table)
-    from archbench.data import load_dataset
+    # deferred: archbench.workloads.data loads numpy (and pandas for a table)
+    from archbench.workloads.data import load_dataset
 
     data = load_dataset(SimpleNamespace(dataset=dataset, **dict(shaping)))
     return tuple(int(d) for d in data.input_shape), int(data.num_classes), int(data.train_size)
@@ -107,10 +107,10 @@ def vocab_of(config: dict[str, Any]) -> int | None:
 def keras_model(
     model: str, input_shape: tuple[int, ...], num_classes: int, vocab_size: int | None = None
 ):
-    """archbench.models.build_model's network (built once per shape and kept)."""
+    """archbench.workloads.models.build_model's network (built once per shape and kept)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # deferred: archbench.models loads numpy (and TensorFlow when it builds)
-    from archbench.models import build_model
+    # deferred: archbench.workloads.models loads numpy (and TensorFlow when it builds)
+    from archbench.workloads.models import build_model
 
     return build_model(model, input_shape, num_classes, seed=0, vocab_size=vocab_size)
 
@@ -119,7 +119,7 @@ def keras_model(
 def variable_shapes(
     model: str, input_shape: tuple[int, ...], num_classes: int, vocab_size: int | None = None
 ) -> tuple[tuple[tuple[int, ...], int], ...]:
-    """(shape, bytes per element) of each trainable variable of archbench.models.build_model,
+    """(shape, bytes per element) of each trainable variable of archbench.workloads.models.build_model,
     in creation order."""
     return tuple(
         (tuple(int(d) for d in v.shape), int(v.dtype.size))
@@ -139,9 +139,9 @@ def embedding_shape(
     model: str, input_shape: tuple[int, ...], num_classes: int, vocab_size: int | None = None
 ) -> tuple[int, int] | None:
     """(rows, width) of the model's embedding, the variable whose gradient is row-sparse
-    (`archbench.sparse_rows`); None for a model without one."""
-    # deferred: archbench.sparse_rows loads numpy
-    from archbench.sparse_rows import embedding_variables
+    (`archbench.runtime.sparse_rows`); None for a model without one."""
+    # deferred: archbench.runtime.sparse_rows loads numpy
+    from archbench.runtime.sparse_rows import embedding_variables
 
     embeddings = embedding_variables(keras_model(model, input_shape, num_classes, vocab_size))
     if not embeddings:

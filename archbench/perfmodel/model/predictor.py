@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from archbench.archs import ARCHITECTURES as ARCHS
-from archbench.archs import arch as architecture
-from archbench.errors import UsageError
+from archbench.common.archs import ARCHITECTURES as ARCHS
+from archbench.common.archs import arch as architecture
+from archbench.common.errors import UsageError
 from archbench.perfmodel.measure.calibration import Calibration, ComputeLine
 from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.costs import StepCost, single_cost, update_share

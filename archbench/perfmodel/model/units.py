@@ -1,8 +1,8 @@
 """The emulated links' token bucket, and numbers and lists from flags (rates:
-archbench.bandwidth).
+archbench.common.bandwidth).
 
 Every numeric flag of the performance model's commands (predict, model, microbench, optimize) is
-held to a row: the registry's (archbench.settings) where it sets a setting, else a row of the
+held to a row: the registry's (archbench.runtime.settings) where it sets a setting, else a row of the
 command's own, ranged the same way (`own_row`); `check_numbers` holds a command's flags to their
 rows before it reads or runs anything.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 
-from archbench.errors import UsageError
-from archbench.settings import ALL, LevelError, Setting
+from archbench.common.errors import UsageError
+from archbench.runtime.settings import ALL, LevelError, Setting
 
 
 def emulated_burst_bytes(link: str | None, dilation: float | None = None) -> float:
@@ -23,9 +23,9 @@ def emulated_burst_bytes(link: str | None, dilation: float | None = None) -> flo
         return 0.0
     try:
         # deferred: inside the ImportError guard for a build without archbench.cluster
-        from archbench.bandwidth import Bandwidth
         from archbench.cluster.network import tbf_burst_bytes
         from archbench.cluster.state import link_rate
+        from archbench.common.bandwidth import Bandwidth
     except ImportError:
         return 0.0
     try:

@@ -8,7 +8,7 @@ import argparse
 import math
 from typing import Any
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.perfmodel.fit.fitfile import (
     DEFAULT_CALIBRATION,
     default_calibration,

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from archbench.archs import is_baseline
+from archbench.common.archs import is_baseline
 from archbench.record.schema import first_point_at
-from archbench.settings import SETTINGS, parse_shape
+from archbench.runtime.settings import SETTINGS, parse_shape
 
 # Settings that change which updates are applied (besides the global batch); the others of a
 # method or a data set only where that method or data set is the one used.

@@ -22,9 +22,9 @@ from statistics import median
 from typing import Any
 
 from archbench.analysis.labels import model_label
-from archbench.archs import has_servers, owns_shards, sort_key
-from archbench.bandwidth import format_bits, parse_bandwidth
-from archbench.errors import UsageError
+from archbench.common.archs import has_servers, owns_shards, sort_key
+from archbench.common.bandwidth import format_bits, parse_bandwidth
+from archbench.common.errors import UsageError
 from archbench.perfmodel.fit.records import Observation, cpu_sharing_ranks
 from archbench.perfmodel.measure.calibration import DEFAULT_INTER_ALPHA_S, Calibration
 from archbench.perfmodel.model import formulas as F
@@ -37,7 +37,7 @@ from archbench.perfmodel.model.predictor import (
 )
 from archbench.perfmodel.model.units import emulated_burst_bytes
 from archbench.record.schema import placement_of
-from archbench.settings import MAX_WORKERS
+from archbench.runtime.settings import MAX_WORKERS
 
 WORKERS = "workers"
 BANDWIDTH = "bandwidth"

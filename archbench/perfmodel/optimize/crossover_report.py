@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archbench.errors import UsageError
-from archbench.jsonl import JsonProblem, read_json
-from archbench.output_folder import folder_problem
+from archbench.common.errors import UsageError
+from archbench.common.jsonl import JsonProblem, read_json
+from archbench.common.output_folder import folder_problem
 from archbench.perfmodel.fit.fitfile import FIT_NAME, model_inputs, read_fit
 from archbench.perfmodel.fit.fitting import error_summary, fit_model, score
 from archbench.perfmodel.fit.records import Observation, study_observations

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from archbench.archs import arch as architecture
-from archbench.archs import has_servers
-from archbench.bandwidth import parse_bandwidth
+from archbench.common.archs import arch as architecture
+from archbench.common.archs import has_servers
+from archbench.common.bandwidth import parse_bandwidth
 from archbench.perfmodel.measure.calibration import Calibration, is_finite_positive
 from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.modelinfo import (
@@ -34,7 +34,7 @@ from archbench.perfmodel.optimize.convergence import (
     measured_convergence,
     measured_time_to_target,
 )
-from archbench.settings import applies
+from archbench.runtime.settings import applies
 
 # epoch_time: seconds to train one epoch of the data set (median step x steps per epoch at
 # this configuration's global batch) - comparable across worker counts and batch sizes;

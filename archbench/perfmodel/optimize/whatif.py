@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from archbench.archs import ARCHS
-from archbench.bandwidth import parse_bandwidth
-from archbench.errors import UsageError
+from archbench.common.archs import ARCHS
+from archbench.common.bandwidth import parse_bandwidth
+from archbench.common.errors import UsageError
 from archbench.perfmodel.fit.records import Observation
 from archbench.perfmodel.measure.calibration import Calibration
 from archbench.perfmodel.model.modelinfo import (

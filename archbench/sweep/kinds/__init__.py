@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.sweep.kinds.base import SRUN, SSH, ClusterKind
 from archbench.sweep.kinds.emulated import Emulated, emulation_unavailable
 from archbench.sweep.kinds.hostfile import Hostfile

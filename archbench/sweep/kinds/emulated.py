@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from archbench.errors import StopError, UsageError
-from archbench.hosts import HostSlots
+from archbench.common.errors import StopError, UsageError
+from archbench.common.hosts import HostSlots
 from archbench.sweep.kinds.base import ClusterKind, ClusterManager
 from archbench.sweep.spec import StudySpec
 from archbench.sweep.target import ClusterTarget

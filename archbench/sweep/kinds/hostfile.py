@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from archbench.errors import UsageError
-from archbench.hosts import HostSlots, check_host_name, read_hostfile
+from archbench.common.errors import UsageError
+from archbench.common.hosts import HostSlots, check_host_name, read_hostfile
 from archbench.sweep.kinds.base import ClusterKind
 from archbench.sweep.spec import StudySpec
 from archbench.sweep.target import ClusterTarget

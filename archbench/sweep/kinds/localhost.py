@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from archbench.hosts import HostSlots
+from archbench.common.hosts import HostSlots
 from archbench.sweep.kinds.base import ClusterKind
 from archbench.sweep.spec import StudySpec
 from archbench.sweep.target import ClusterTarget

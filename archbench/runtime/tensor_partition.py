@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from archbench.archs import uses_horovod
+from archbench.common.archs import uses_horovod
 
 MB = 1024 * 1024
 PRIORITIES = ("off", "on")

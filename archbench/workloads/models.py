@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 from archbench.workloads.model_source import ModelSource, build_user_model, parse_model
 
 IMAGE_MODELS = ("mlp", "cnn", "resnet20", "wide_mlp")

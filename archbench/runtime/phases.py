@@ -76,7 +76,7 @@ class PhaseClock:
         self.last_mark = now
 
     def end_loop(self, loop: Any) -> None:
-        """The training loop ended now; `loop` (archbench.loop.LoopResult) splits its time."""
+        """The training loop ended now; `loop` (archbench.runtime.loop.LoopResult) splits its time."""
         now = time.time()
         first_step_at = loop.first_step_at or now
         self.seconds["first_batch"] = max(0.0, first_step_at - self.last_mark)

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from archbench.emulation import disarm_caps
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
+from archbench.runtime.emulation import disarm_caps
 
 RUNS_FILE_FLAG = "--runs-file"
 
@@ -86,9 +86,9 @@ def cold_launch_record(launched_at: float | None, first_step_at: float | None) -
 
 def read_runs_file(path: str) -> WarmGroup:
     """The group a runs file describes; UsageError naming what is wrong with it."""
-    # deferred: archbench.jsonl loads nothing heavy, but keeps this module's imports to errors
-    from archbench.jsonl import JsonProblem, read_json
-    from archbench.safe_text import shown
+    # deferred: archbench.common.jsonl loads nothing heavy, but keeps this module's imports to errors
+    from archbench.common.jsonl import JsonProblem, read_json
+    from archbench.common.safe_text import shown
 
     where = f"{RUNS_FILE_FLAG} {shown(path)}"
     expected = '{"group": …, "runs": [{"run_id": …, "argv": […]}, …]}'

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from archbench.virtualtime import (
+from archbench.runtime.virtualtime import (
     DILATION_VARIABLE,
     LIBRARY_NAME,
     PERIOD_VARIABLE,

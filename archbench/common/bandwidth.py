@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 _BITS_PER_UNIT = {
     "": 1.0,

@@ -8,7 +8,7 @@ the performance model, what its exchange does that callers ask about (Horovod, s
 gathered rows), and its colour and marker in figures (tables and figures list the architectures
 in `ARCHS`' order). Trainers and cost functions are named by import path and loaded only when
 used, so this module stays free of TensorFlow, MPI and the model. Which settings mean something
-for an architecture is the registry's to say (`archbench.settings.applies`): its rows name the
+for an architecture is the registry's to say (`archbench.runtime.settings.applies`): its rows name the
 architectures they apply to, so the registry imports this module and not the other way round.
 """
 

@@ -11,12 +11,12 @@ from collections.abc import Iterable
 from dataclasses import field
 from functools import cache, cached_property
 
-from archbench.archs import ARCHITECTURES
+from archbench.common.archs import ARCHITECTURES
+from archbench.common.errors import UsageError
+from archbench.common.jsonl import check_appendable
 from archbench.compression import CompressionSpec
-from archbench.errors import UsageError
-from archbench.jsonl import check_appendable
-from archbench.probes import too_short
-from archbench.settings import (
+from archbench.runtime.probes import too_short
+from archbench.runtime.settings import (
     ALLREDUCE_ALGORITHMS,
     COMPRESSIONS,
     DATASETS,
@@ -63,7 +63,7 @@ def _compression_spec(self) -> CompressionSpec:
     return CompressionSpec.from_config(self)
 
 
-# One field per train setting of the registry (archbench.settings), with its default; `extra`
+# One field per train setting of the registry (archbench.runtime.settings), with its default; `extra`
 # holds anything else a backend wants to record. `compression_spec` is derived, not a field:
 # the record keeps the settings as given.
 TrainConfig = dataclasses.make_dataclass(
@@ -131,8 +131,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Builds and validates a TrainConfig; raises UsageError naming the first problem."""
-    # deferred: archbench.models loads numpy
-    from archbench.models import check_model_name
+    # deferred: archbench.workloads.models loads numpy
+    from archbench.workloads.models import check_model_name
 
     values = {row.name: getattr(args, row.name) for row in TRAIN_SETTINGS}
     values["sync"] = values["sync"] is not False

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from archbench.errors import DamagedDataFile, UsageError
-from archbench.words import tokenize, windows
+from archbench.common.errors import DamagedDataFile, UsageError
 from archbench.workloads.files import readable_file_problem
 from archbench.workloads.user_data import load_user_data, parse_user_data
+from archbench.workloads.words import tokenize, windows
 
 # settings that shape a user's samples (archbench.workloads.user_data)
 USER_DATA_SETTINGS = (
@@ -384,7 +384,7 @@ def make_text_dataset(text_file: str | None, seq_len: int) -> ArrayDataset:
 
 
 def make_word_dataset(text_file: str | None, seq_len: int, vocab_size: int) -> ArrayDataset:
-    """Windows of seq_len words -> the next word (`archbench.words`), with each training
+    """Windows of seq_len words -> the next word (`archbench.workloads.words`), with each training
     window's document."""
 
     documents, source = read_documents(text_file)
@@ -411,7 +411,7 @@ def make_word_dataset(text_file: str | None, seq_len: int, vocab_size: int) -> A
 
 
 # The last data set this process loaded, under what it was loaded from: the runs of a warm group
-# (archbench.warmgroup) read the same files, and reading them again cost 0.3-0.9 s of each run.
+# (archbench.runtime.warmgroup) read the same files, and reading them again cost 0.3-0.9 s of each run.
 # Its arrays are read-only, so no run can change what the next one trains on.
 _LOADED: tuple[tuple, ArrayDataset] | None = None
 
@@ -557,7 +557,7 @@ def load_cifar10_check(data_dir: str | None) -> None:
 @dataclass(frozen=True)
 class BatchPlan:
     """Which samples each worker trains on, step by step: the sync semantics, or with `parts`
-    (a data partition, `archbench.partition`) each worker's own samples in a seeded order per
+    (a data partition, `archbench.runtime.partition`) each worker's own samples in a seeded order per
     epoch, an epoch as long as the smallest part allows."""
 
     train_size: int

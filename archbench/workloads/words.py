@@ -10,7 +10,7 @@ model sparse: a batch touches a small share of its rows, and the embedding holds
 parameters.
 
 Every window remembers the document (source file) it came from, for the `contiguous` data
-partition (`archbench.partition`).
+partition (`archbench.runtime.partition`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 TOKEN = re.compile(rb"\w+|[^\w\s]")
 UNKNOWN_ID = 0

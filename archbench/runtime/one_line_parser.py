@@ -1,12 +1,12 @@
 """argparse that reports bad input as one line (no usage dump) with exit status 2.
 
-It lives apart from `archbench.errors` because it asks `archbench.launch` which rank it runs on,
-and `archbench.errors` must stay free of imports: every module may import its errors.
+It lives apart from `archbench.common.errors` because it asks `archbench.runtime.launch` which rank it runs on,
+and `archbench.common.errors` must stay free of imports: every module may import its errors.
 """
 
 import argparse
 
-from archbench.launch import detect_place
+from archbench.runtime.launch import detect_place
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):

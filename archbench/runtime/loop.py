@@ -13,7 +13,7 @@ Timing rules (the numbers users compare):
 - with --timeline, the traced steps (archbench.timeline) are ordinary fused steps run with the
   engines' tracing on: like probes they train and count in `train_s`, and are left out of the
   step statistics (their times are kept apart, to state what tracing costs);
-- with --sync-every H > 1 the loop tells the trainer the kind of each step (`archbench.localsgd`:
+- with --sync-every H > 1 the loop tells the trainer the kind of each step (`archbench.runtime.localsgd`:
   sync, local, average) and keeps each timed step's kind: local steps are cheaper than averaging
   steps, so the step median alone would miss the exchange; `step_s_amortized` weighs each kind's
   median by how many steps of that kind ran after warm-up, and the throughput is computed from it.
@@ -32,16 +32,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from archbench.config import TrainConfig
-from archbench.data import ArrayDataset, BatchPlan, SyntheticData, test_batches, train_batches
-from archbench.emulation import arm_caps, disarm_caps, own_cpu_meter
-from archbench.emulation import factor as dilation_factor
-from archbench.errors import Diverged, UsageError
-from archbench.launch import compute_window_s, step_block_s
-from archbench.localsgd import SyncSchedule
-from archbench.models import global_norm, parameter_digest
-from archbench.partition import data_partition
-from archbench.probes import is_probe
+from archbench.common.errors import Diverged, UsageError
+from archbench.runtime.config import TrainConfig
+from archbench.runtime.emulation import arm_caps, disarm_caps, own_cpu_meter
+from archbench.runtime.emulation import factor as dilation_factor
+from archbench.runtime.launch import compute_window_s, step_block_s
+from archbench.runtime.localsgd import SyncSchedule
+from archbench.runtime.partition import data_partition
+from archbench.runtime.probes import is_probe
+from archbench.workloads.data import (
+    ArrayDataset,
+    BatchPlan,
+    SyntheticData,
+    test_batches,
+    train_batches,
+)
+from archbench.workloads.models import global_norm, parameter_digest
 from archbench.workloads.task import correct_count, is_regression, per_sample_loss
 
 if TYPE_CHECKING:  # a type only: the loop drives any Trainer and needs none of their code
@@ -72,7 +78,7 @@ class LoopResult:
     step_block_s: float = 0.0  # statistics over blocks of steps this long (a dilated node)
     steps_before_window: int = 0  # steps done when `on_timed` was called
     exchange_times: list[float] = field(default_factory=list)
-    # the kind (archbench.localsgd) of each entry of step_times, of compute/exchange_times, and
+    # the kind (archbench.runtime.localsgd) of each entry of step_times, of compute/exchange_times, and
     # how many steps of each kind ran after warm-up (timed and probe steps alike)
     step_kinds: list[str] = field(default_factory=list)
     probe_kinds: list[str] = field(default_factory=list)

@@ -5,8 +5,8 @@ Probes are the steps the loop runs in two timed phases (compute, then exchange) 
 the step statistics. The traced steps are the first N steps after the warm-up that are not
 probes: a traced step is an ordinary fused step, run with the engines' tracing on. Like probes,
 traced steps train but are left out of the step statistics, so a traced run also needs at least
-one ordinary timed step. The loop (`archbench.loop`), the tracer (`archbench.timeline.tracer`)
-and the checks of a run's flags (`archbench.config`, the sweep's plan) all ask here, so the rules
+one ordinary timed step. The loop (`archbench.runtime.loop`), the tracer (`archbench.timeline.tracer`)
+and the checks of a run's flags (`archbench.runtime.config`, the sweep's plan) all ask here, so the rules
 have one home and reading them loads nothing.
 """
 

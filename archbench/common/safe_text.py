@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from archbench.errors import UsageError
+from archbench.common.errors import UsageError
 
 # C0 and C1 control characters (newline, carriage return, tab, escape, NEL) and the Unicode line
 # and paragraph separators, which some readers also take as the end of a line.

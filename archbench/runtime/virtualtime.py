@@ -1,7 +1,7 @@
 """Virtual time as a rank reads it from its node's environment: the dilation factor D, real <->
 virtual seconds, the node's virtual cores and its caps' period, whether the node library is
 loaded, and the cores the process may run on. A leaf: the emulated cluster (archbench.cluster) sets these names on its nodes, and the run
-path reads them through archbench.emulation; off an emulated node D is 1 and nothing is set.
+path reads them through archbench.runtime.emulation; off an emulated node D is 1 and nothing is set.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import re
 from importlib import metadata
 from pathlib import Path
 
-CONSTRAINTS = Path(__file__).resolve().parents[1] / "constraints.txt"
+CONSTRAINTS = Path(__file__).resolve().parents[2] / "constraints.txt"
 # The packages archbench itself imports (their dependencies are pinned too, but not listed here).
 DIRECT = (
     "tensorflow-cpu",

@@ -1,7 +1,7 @@
 """Row-sparse gradients (an embedding's IndexedSlices): which exchange ran, and its bytes.
 
 An embedding's gradient holds one row per looked-up token (duplicates included) and the row's
-index. `--sparse-exchange` says how it travels (`archbench.settings.SPARSE_EXCHANGES`):
+index. `--sparse-exchange` says how it travels (`archbench.runtime.settings.SPARSE_EXCHANGES`):
 - `dense`: densified into the whole table first, then exchanged like any other gradient;
 - `sparse`: only touched rows travel, with their indices (ring: Horovod's allgather of the raw
   rows, duplicates included; p2p and ps: the rows made unique and summed per row first, so the

@@ -11,8 +11,8 @@ import sys
 import uuid
 
 import archbench
-from archbench import mpitransport
-from archbench.emulation import idle_poller_count, usable_cores
+from archbench.runtime import mpitransport
+from archbench.runtime.emulation import idle_poller_count, usable_cores
 
 
 def now_iso() -> str:
@@ -54,7 +54,7 @@ def cpu_model() -> str:
 
 
 def git_commit() -> str | None:
-    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    folder = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
         output = subprocess.run(
             ["git", "-C", folder, "describe", "--always", "--dirty", "--abbrev=12"],
@@ -81,8 +81,8 @@ def load_average() -> float | None:
 
 def environment(gpus: list[str] | None = None) -> dict:
     """Versions and hardware: what a reader needs to reproduce or discount a number."""
-    # deferred: archbench.stack loads importlib.metadata, which is slow to import
-    from archbench.stack import stack
+    # deferred: archbench.runtime.stack loads importlib.metadata, which is slow to import
+    from archbench.runtime.stack import stack
 
     return {
         "python": platform.python_version(),

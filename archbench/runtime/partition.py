@@ -2,10 +2,10 @@
 
 The research notes pose it as a partition of the bipartite sample-word graph (each training
 sample joined to the words it holds), solved in two steps: partition the data first, then place
-each parameter where it is used. Both steps are settings (`archbench.settings`):
+each parameter where it is used. Both steps are settings (`archbench.runtime.settings`):
 
 `--data-partition` (which samples each worker trains on):
-- `random`: the global shuffle of the sync semantics (`archbench.data.BatchPlan`), every epoch a
+- `random`: the global shuffle of the sync semantics (`archbench.workloads.data.BatchPlan`), every epoch a
   new seeded order cut into W slices per step; the equivalence oracle holds only here;
 - `contiguous`: the training windows in corpus order (document after document) cut into W runs of
   equal length, so a worker sees whole source files;

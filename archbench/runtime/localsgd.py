@@ -14,7 +14,7 @@ Three kinds of step:
 
 After the warm-up, steps come in rounds of H: H - 1 local steps, then one averaging step. The
 last step of a run always averages, so every worker ends with the same parameters whatever the
-run's length. The training loop owns the schedule (`archbench.loop` tells the trainer the kind of
+run's length. The training loop owns the schedule (`archbench.runtime.loop` tells the trainer the kind of
 each step before running it); the trainers own the mechanics.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from archbench.settings import applies
+from archbench.runtime.settings import applies
 
 SYNC = "sync"
 LOCAL = "local"

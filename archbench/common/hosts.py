@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from archbench.errors import UsageError
-from archbench.safe_text import shown
+from archbench.common.errors import UsageError
+from archbench.common.safe_text import shown
 
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}")
 # The most ranks one host may run (a hostfile's slots=, -H's :N, a study's cluster.slots).

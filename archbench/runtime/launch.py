@@ -10,8 +10,9 @@ import os
 import socket
 from dataclasses import dataclass
 
-from archbench.archs import CHIEF_ROLE, SERVER_ROLE, WORKER_ROLE
-from archbench.emulation import (
+from archbench.common.archs import CHIEF_ROLE, SERVER_ROLE, WORKER_ROLE
+from archbench.common.jsonl import loads
+from archbench.runtime.emulation import (
     cap_period_s,
     factor,
     node_vcpus,
@@ -19,7 +20,6 @@ from archbench.emulation import (
     process_vcpus,
     usable_cores,
 )
-from archbench.jsonl import loads
 
 # (rank, size, local rank, local size) variables, by launcher family
 _ENV_LAYOUTS = (
@@ -140,7 +140,7 @@ def compute_window_s(requested_ms: float | None) -> float:
 
 
 # Steps are summarised over blocks this many of a dilated node's CFS periods long (see
-# archbench.loop.step_blocks).
+# archbench.runtime.loop.step_blocks).
 STEP_BLOCK_PERIODS = 4
 
 

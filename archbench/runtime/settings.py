@@ -2,7 +2,7 @@
 
 A row says (in the manner of pyperf's METADATA) a setting's name, type, default, accepted levels,
 unit, help and which architectures it applies to. From the rows come the flags of
-`archbench train` and their validation (`archbench.config`), the record's `config`, a study's
+`archbench train` and their validation (`archbench.runtime.config`), the record's `config`, a study's
 factor checks and its dropping of settings that do not apply (`archbench.sweep`), and the flags
 `archbench predict` shares with training. Adding a knob is one row here plus the code that uses it.
 
@@ -21,13 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from archbench.archs import ARCHITECTURES, MULTI_PROCESS, WITH_SERVERS, has_servers
+from archbench.common.archs import ARCHITECTURES, MULTI_PROCESS, WITH_SERVERS, has_servers
+from archbench.common.errors import UsageError
 from archbench.compression import CARRIED_BY, METHODS, OWN_EXCHANGE, carry_problem
-from archbench.errors import UsageError
-from archbench.tensor_partition import APPLIES_TO as _PARTITIONED
-from archbench.tensor_partition import PRIORITIES
-from archbench.tensor_partition import problem as partition_problem
-from archbench.warmgroup import RUNS_FILE_FLAG
+from archbench.runtime.tensor_partition import APPLIES_TO as _PARTITIONED
+from archbench.runtime.tensor_partition import PRIORITIES
+from archbench.runtime.tensor_partition import problem as partition_problem
+from archbench.runtime.warmgroup import RUNS_FILE_FLAG
 from archbench.workloads.task import LOSSES
 
 DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text", "words")
@@ -45,9 +45,9 @@ P2P_SCHEDULES = ("naive", "staggered")
 # How an embedding's gradient (IndexedSlices: the rows a batch touched) travels: `dense` turns it
 # into a whole matrix first (ring: densify then allreduce); `sparse` sends the touched rows and
 # their indices (ring: Horovod's allgather; p2p: each owner gets the rows in its shard; ps: pushes
-# the touched rows, pulls only the rows a batch reads). archbench.sparse_rows says which ran.
+# the touched rows, pulls only the rows a batch reads). archbench.runtime.sparse_rows says which ran.
 SPARSE_EXCHANGES = ("dense", "sparse")
-# Which samples each worker trains on (archbench.partition): `random` is the global shuffle of
+# Which samples each worker trains on (archbench.runtime.partition): `random` is the global shuffle of
 # the sync semantics; `contiguous` gives each worker a contiguous run of documents; `graph` cuts
 # the sample-word graph with METIS so each worker's samples share words.
 DATA_PARTITIONS = ("random", "contiguous", "graph")
@@ -189,8 +189,8 @@ class Setting:
 
 
 def _check_model(value: str) -> None:
-    # deferred: archbench.models loads numpy (the model's form only: no file is opened here)
-    from archbench.models import model_source
+    # deferred: archbench.workloads.models loads numpy (the model's form only: no file is opened here)
+    from archbench.workloads.models import model_source
 
     try:
         model_source(value)
@@ -216,8 +216,8 @@ def _check_dataset(value: str) -> None:
 
 
 def _check_bandwidth(value: str) -> None:
-    # deferred: archbench.bandwidth loads only when a rate is checked
-    from archbench.bandwidth import Bandwidth
+    # deferred: archbench.common.bandwidth loads only when a rate is checked
+    from archbench.common.bandwidth import Bandwidth
 
     try:
         Bandwidth.tc_rate(value)
@@ -294,8 +294,8 @@ def _check_extra_args(words: list[str]) -> None:
 
 
 def _model_help() -> str:
-    # deferred: archbench.models loads numpy
-    from archbench.models import MODEL_NAMES_HELP
+    # deferred: archbench.workloads.models loads numpy
+    from archbench.workloads.models import MODEL_NAMES_HELP
 
     return MODEL_NAMES_HELP
 
@@ -358,13 +358,13 @@ SETTINGS: dict[str, Setting] = {
         S("ps_sharding", "choice", "round-robin", _PS, choices=PS_SHARDINGS),
         S("ps_timeout_s", "float", 60.0, _PS, flag="--ps-timeout", minimum=0, exclusive_minimum=True, maximum=1e6, unit="s", help="seconds to wait for a server or worker before failing the run"),
         S("p2p_schedule", "choice", "staggered", _P2P, choices=P2P_SCHEDULES),
-        # sparse models (archbench.sparse_rows, archbench.partition)
+        # sparse models (archbench.runtime.sparse_rows, archbench.runtime.partition)
         S("sparse_exchange", "choice", "dense", _SPARSE, choices=SPARSE_EXCHANGES, help="embedding gradients: dense (densified, the default) or sparse (touched rows and their indices; ps: --sync only)"),
         S("data_partition", "choice", "random", _SPARSE, choices=DATA_PARTITIONS, help="which samples each worker trains on: random (the global shuffle, default), contiguous (runs of documents), graph (METIS cut of the sample-word graph); only random keeps the sync semantics"),
         S("param_partition", "choice", "range", _PS, choices=PARAM_PARTITIONS, help="which server holds which embedding row (--sparse-exchange sparse): range (default), round-robin, hash, by-use"),
-        # synchronization frequency (local SGD): archbench.localsgd says which steps communicate
+        # synchronization frequency (local SGD): archbench.runtime.localsgd says which steps communicate
         S("sync_every", "int", 1, _SYNC_EVERY, minimum=1, maximum=1_000_000, numeric=True, unit="steps", help="average the workers' models every H steps, each worker applying its own gradients in between (1: synchronous training, gradients averaged every step; ps: --sync only)"),
-        # tensor partitioning and priority scheduling (archbench.tensor_partition)
+        # tensor partitioning and priority scheduling (archbench.runtime.tensor_partition)
         S("partition_mb", "float", None, _PARTITIONED, minimum=0, exclusive_minimum=True, maximum=1e6, numeric=True, unit="MB", help="cut every gradient and parameter message larger than this many MB (2^20 bytes) into pieces sent on their own (default: not cut)"),
         S("priority", "choice", "off", _PARTITIONED, choices=PRIORITIES, help="send and pull pieces first layers first (on) or in the exchange's own order (off, default)"),
         S("sync_every_warmup_steps", "int", 0, _SYNC_EVERY, minimum=0, maximum=1_000_000_000, numeric=True, unit="steps", help="synchronous steps (gradients averaged) before the local steps of --sync-every start"),
