@@ -42,6 +42,7 @@ from archbench.cluster import cgroups
 from archbench.cluster.capcost import alternate, gather_work
 from archbench.cluster.dilation import Dilation
 from archbench.common.errors import UsageError
+from archbench.runtime import cgroupread
 
 WORKING_SETS_MB = (0.25, 2.0, 8.0)
 
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         except UsageError as exc:
             print(f"cap_cost: {exc}")
             return 2
-    hierarchy = cgroups.detect()
+    hierarchy = cgroupread.detect()
     if hierarchy is None:
         print("cap_cost: no cgroup cpu controller on this machine")
         return 2

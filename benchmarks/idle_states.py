@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from archbench.cluster import cgroups, idlepollers, idlestates
+from archbench.runtime import cgroupread
 
 PERIOD_US = 12_500
 HERE = Path(__file__).resolve().parent
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         hold, release, polling = idlestates.hold, idlestates.release, "idle cores polling"
     window_s = 10 * PERIOD_US / 1e6  # ten periods, as a probe's compute window
     uncapped = _measure(args.model, window_s / args.dilation, "")
-    hierarchy = cgroups.detect()
+    hierarchy = cgroupread.detect()
     if hierarchy is None:
         raise SystemExit("idle_states: no cgroup cpu controller on this machine")
     halting = f"idle cores as found ({as_found})"

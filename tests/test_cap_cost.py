@@ -7,15 +7,16 @@ import math
 
 import pytest
 
-from archbench.cluster import capcost, cgroups
+from archbench.cluster import capcost
+from archbench.runtime import cgroupread
 
 pytestmark = pytest.mark.skipif(
-    cgroups.detect() is None, reason="needs a cgroup cpu controller (root)"
+    cgroupread.detect() is None, reason="needs a cgroup cpu controller (root)"
 )
 
 
 def _temporary_groups() -> list[str]:
-    hierarchy = cgroups.detect()
+    hierarchy = cgroupread.detect()
     return sorted(path.name for path in hierarchy.cpu_root.glob("archbench-capcost-*"))
 
 

@@ -22,9 +22,10 @@ from archbench.cluster import cgroups, idlepollers, idlestates
 from archbench.cluster.budgetcheck import remote_loop
 from archbench.cluster.preflight import cluster_unavailable_reason
 from archbench.cluster.state import list_states, load_state
+from archbench.runtime import cgroupread
 
 pytestmark = pytest.mark.skipif(
-    cluster_unavailable_reason() is not None or cgroups.detect() is None,
+    cluster_unavailable_reason() is not None or cgroupread.detect() is None,
     reason=str(cluster_unavailable_reason() or cgroups.unavailable_reason()),
 )
 
@@ -42,7 +43,7 @@ def _ssh(node: str, *words: str) -> subprocess.CompletedProcess[str]:
 
 
 def _groups_of(cluster: str) -> list[Path]:
-    hierarchy = cgroups.detect()
+    hierarchy = cgroupread.detect()
     return [path for path in cgroups.leftover_groups(hierarchy) if f"/{cluster}" in str(path)]
 
 
@@ -75,9 +76,9 @@ def test_caps_hold_every_thread_and_are_removed_by_down() -> None:
         # machine's; a ratio far from 1 either way is not what a cap can do to CPU time alone)
         assert state.cap_cost_ratio is not None and 0.5 < state.cap_cost_ratio < 20
         assert f"working set cost {state.cap_cost_ratio:.2f}x its uncapped CPU" in up.stdout
-        hierarchy = cgroups.detect()
+        hierarchy = cgroupread.detect()
         for node in state.nodes:
-            group = hierarchy.node_dir(name, node.name)
+            group = cgroups.node_dir(hierarchy, name, node.name)
             threads = cgroups.threads_dir(hierarchy, name, node.name)
             if hierarchy.version == "v1":
                 assert (threads / "cpu.cfs_quota_us").read_text().strip() == "10000"  # 2 x 20 / 4

@@ -212,8 +212,9 @@ def test_a_dilated_up_killed_midway_leaves_nothing_after_down(quiet_machine: Non
     import time
 
     from archbench.cluster import cgroups, idlepollers
+    from archbench.runtime import cgroupread
 
-    hierarchy = cgroups.detect()
+    hierarchy = cgroupread.detect()
     if hierarchy is None:
         pytest.skip("no cgroup cpu controller: a dilated cluster cannot come up here")
     others = _other_clusters()
@@ -223,7 +224,7 @@ def test_a_dilated_up_killed_midway_leaves_nothing_after_down(quiet_machine: Non
          PREFIX, "--nodes", "2", "--bandwidth", "300mbit", "--dilation", "3"],
         cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    groups = hierarchy.cluster_dirs(NAME)
+    groups = cgroups.cluster_dirs(hierarchy, NAME)
     deadline = time.monotonic() + 120
     while up.poll() is None and not groups[0].exists() and time.monotonic() < deadline:
         time.sleep(0.02)

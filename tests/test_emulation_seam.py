@@ -32,6 +32,8 @@ def test_a_rank_off_an_emulated_node_loads_nothing_of_the_emulator() -> None:
         "from archbench.runtime import emulation as e\n"
         "meter = e.own_cpu_meter()\n"
         "sum(range(10**6))\n"
+        "from archbench.runtime.launch import host_cpus\n"
+        "assert host_cpus() > 0  # a container's budget is read without the emulator\n"
         "print(e.factor(), e.virtual(2.0), e.arm_caps(), e.disarm_caps(), meter() > 0)\n"
         "print(sorted(m for m in sys.modules if m.startswith('archbench.cluster')))\n"
     )

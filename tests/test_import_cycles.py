@@ -313,3 +313,20 @@ def test_the_run_path_imports_no_command_above_it():
         if unit(target) in COMMAND_PACKAGES
     )
     assert climbing == [], climbing
+
+
+def test_the_checks_of_hosts_import_nothing_of_the_sweep():
+    """The sweep makes doctor's cheap checks before its first run (archbench.doctor.quick), so
+    those checks sit below it: of the doctor package only its command (doctor.cli, which reads a
+    study) imports the sweep."""
+    graph = import_graph()
+    doctor = [name for name in graph if name.startswith("archbench.doctor.")]
+    assert "archbench.doctor.quick" in graph["archbench.sweep.preflight"], "the scan sees the use"
+    climbing = sorted(
+        f"{name} -> {target}"
+        for name in doctor
+        if name != "archbench.doctor.cli"
+        for target in graph[name]
+        if target == "archbench.sweep" or target.startswith("archbench.sweep.")
+    )
+    assert climbing == [], climbing

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from archbench.cluster import cgroups, nodelib
+from archbench.runtime import cgroupread
 
 pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or cgroups.detect() is None,
+    os.geteuid() != 0 or cgroupread.detect() is None,
     reason="needs root and a cgroup cpu controller",
 )
 
@@ -42,12 +43,12 @@ print(json.dumps({"jumps": jumps, "stops": stops}))
 
 
 def _throttled_ns(group: Path) -> int:
-    stats = cgroups.read_stats(group, cgroups.detect())
+    stats = cgroupread.read_stats(group, cgroupread.detect())
     return int(stats["throttled_s"] * 1e9)
 
 
 def test_each_stop_of_a_capped_thread_is_placed_over_the_time_it_lost(tmp_path: Path) -> None:
-    hierarchy = cgroups.detect()
+    hierarchy = cgroupread.detect()
     library = nodelib.build_library(tmp_path)
     with cgroups.capped_group(hierarchy, QUOTA_US, PERIOD_US, "archbench-stops-") as group:
         join = group / hierarchy.thread_list

@@ -11,6 +11,7 @@ import pytest
 
 from archbench.common import hosts
 from archbench.common.errors import UsageError
+from archbench.common.mpirun import mpirun_argv
 from archbench.sweep import commands, design
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import NumericRange, load_spec
@@ -240,7 +241,7 @@ def test_commands_carry_every_setting_and_the_launcher(tmp_path):
 
 def test_mpirun_over_host_blocks_is_the_runs_command_line():
     """Microbenchmarks place ranks by (host, ranks) blocks; the line is otherwise a run's."""
-    argv = commands.mpirun_argv(3, [("a", 1), ("b", 2)], ["p", "-m", "x"], ["X"], ["--y"])
+    argv = mpirun_argv(3, [("a", 1), ("b", 2)], ["p", "-m", "x"], ["X"], ["--y"])
     assert argv == [
         "mpirun", "-np", "3", "-H", "a:1,b:2", "--map-by", "slot", "--bind-to", "none",
         "-x", "X", "--y", "p", "-m", "x",
@@ -248,7 +249,7 @@ def test_mpirun_over_host_blocks_is_the_runs_command_line():
     from archbench.perfmodel.measure.microbench import job_argv
 
     job = job_argv([("n1", 2)], "/py", ["mpi"])
-    assert job[:9] == commands.mpirun_argv(2, [("n1", 2)], [])[:9]
+    assert job[:9] == mpirun_argv(2, [("n1", 2)], [])[:9]
     assert job[-4:] == ["/py", "-m", "archbench.perfmodel.measure.mb_ranks", "mpi"]
 
 

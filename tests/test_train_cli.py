@@ -90,7 +90,7 @@ def test_single_run_writes_a_complete_record(train, tmp_path):
 
 @pytest.mark.parametrize("window_ms", [None, 0, 40])
 def test_probe_compute_window_repeats_the_compute_phase(train, tmp_path, window_ms):
-    from archbench.cluster.cgroups import process_budget
+    from archbench.runtime.cgroupread import process_budget
 
     args = ["--arch", "single", "--model", "mlp", "--steps", "30", "--probe-every", "5"]
     if window_ms is not None:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from archbench.cluster import cgroups
 from archbench.cluster.dilation import Dilation
+from archbench.runtime import cgroupread
 
 WORKING_SET_MB = 2.0
 ROUNDS = 5
@@ -50,7 +51,7 @@ def gather_work(megabytes: float) -> Callable[[], None]:
     return lambda: np.take(data, order, out=sink)
 
 
-def move_to(hierarchy: cgroups.Hierarchy, group: Path) -> None:
+def move_to(hierarchy: cgroupread.Hierarchy, group: Path) -> None:
     """Every thread of this process into `group` (v2: the whole process)."""
     if hierarchy.version == "v2":
         (group / "cgroup.procs").write_text(str(os.getpid()))
@@ -71,7 +72,7 @@ def cpu_per_unit(work: Callable[[], None], wall_s: float) -> float:
 
 
 def alternate(
-    hierarchy: cgroups.Hierarchy,
+    hierarchy: cgroupread.Hierarchy,
     work: Callable[[], None],
     groups: dict[float, Path],
     dilation: float,
@@ -101,7 +102,7 @@ def measure(dilation: float, period_us: int, parent: Path | None = None) -> floa
     (medians over the rounds); None where it could not be measured (no cgroup controller, the
     child failed). The capped group is made in `parent` (a cluster's own group: its `down`
     removes one a killed `up` left), else at the top of the hierarchy."""
-    hierarchy = cgroups.detect()
+    hierarchy = cgroupread.detect()
     if hierarchy is None or dilation <= 1:
         return None
     quota_us = max(cgroups.MIN_QUOTA_US, Dilation(dilation, 1, period_us).thread_quota_us)
@@ -123,7 +124,7 @@ def measure(dilation: float, period_us: int, parent: Path | None = None) -> floa
 
 def main() -> int:
     """The child: prints the ratio for the capped group argv[1] at dilation argv[2]."""
-    hierarchy = cgroups.detect()
+    hierarchy = cgroupread.detect()
     if hierarchy is None:
         return 2
     group, dilation = Path(sys.argv[1]), float(sys.argv[2])

@@ -28,7 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from archbench.cluster import cgroups, threadcaps
+from archbench.cluster import threadcaps
+from archbench.runtime import cgroupread
 
 _FOREGROUND_THREAD = re.compile(r"/vcpu/p\d+/t\d+$")
 
@@ -55,13 +56,13 @@ def own_cpu_meter() -> Callable[[], float]:
     """A reader of cumulative CPU seconds of this process's own threads (see the module's
     docstring); call it after the caps are armed, from the thread that computes. A reading the
     kernel no longer gives (the group gone) is NaN."""
-    hierarchy = cgroups.detect()
-    group = cgroups.thread_group_dir(hierarchy) if hierarchy is not None else None
+    hierarchy = cgroupread.detect()
+    group = cgroupread.thread_group_dir(hierarchy) if hierarchy is not None else None
     if hierarchy is not None and group is not None and _FOREGROUND_THREAD.search(str(group)):
         process_group = group.parent
 
         def group_usage() -> float:
-            stats = cgroups.read_stats(process_group, hierarchy)
+            stats = cgroupread.read_stats(process_group, hierarchy)
             usage = stats.get("usage_s") if stats else None
             return float(usage) if usage is not None else math.nan
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from archbench.cluster import cgroups, idlepollers, idlestates, idlewait
 from archbench.cluster.dilation import Dilation
 from archbench.cluster.state import ClusterState, cluster_of
+from archbench.runtime import cgroupread
 
 
 def _netns_inode(pid: int | str) -> int | None:
@@ -94,7 +95,7 @@ class Reading:
     at: float
     machine: tuple[int, int] | None = None  # machine_times()
     node_throttled_ns: dict[str, int] = field(default_factory=dict)  # node -> its vcpu group
-    cpu: dict[str, dict | None] = field(default_factory=dict)  # node -> cgroups.read_stats
+    cpu: dict[str, dict | None] = field(default_factory=dict)  # node -> cgroupread.read_stats
     link: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (sent, received)
     capped: dict[str, dict[int, ThreadReading]] = field(default_factory=dict)  # node -> tid -> ..
     uncapped: dict[str, dict[int, ThreadReading]] = field(default_factory=dict)
@@ -106,7 +107,7 @@ class FidelityProbe:
     def __init__(self, hosts: list[str]):
         self.hosts = hosts
         self.state = cluster_of(hosts)
-        self.hierarchy = cgroups.detect() if self.state and self.state.dilation else None
+        self.hierarchy = cgroupread.detect() if self.state and self.state.dilation else None
         self.nodes = sorted({host.split(".")[0] for host in hosts}) if self.state else []
         self.start: Reading | None = None
 
@@ -118,11 +119,11 @@ class FidelityProbe:
         by_name = {node.name: node for node in state.nodes}
         if self.hierarchy is not None:
             for name in self.nodes:
-                reading.cpu[name] = cgroups.read_stats(
-                    self.hierarchy.node_dir(state.name, name), self.hierarchy
+                reading.cpu[name] = cgroupread.read_stats(
+                    cgroups.node_dir(self.hierarchy, state.name, name), self.hierarchy
                 )
                 reading.capped[name] = self._threads(name)
-                threads_group = cgroups.read_stats(
+                threads_group = cgroupread.read_stats(
                     cgroups.threads_dir(self.hierarchy, state.name, name), self.hierarchy
                 )
                 if threads_group is not None:
@@ -149,9 +150,9 @@ class FidelityProbe:
         process_throttled: dict[Path, int] = {}  # read once per process group
         for tid, group in cgroups.thread_groups(self.hierarchy, self.state.name, node).items():
             counters = schedstat(tid)
-            stats = cgroups.read_stats(group, self.hierarchy)  # its usage: None (cpuacct apart)
+            stats = cgroupread.read_stats(group, self.hierarchy)  # its usage: None (cpuacct apart)
             if group.parent not in process_throttled:
-                process = cgroups.read_stats(group.parent, self.hierarchy)
+                process = cgroupread.read_stats(group.parent, self.hierarchy)
                 process_throttled[group.parent] = (
                     int(process["throttled_s"] * 1e9) if process is not None else 0
                 )
@@ -180,7 +181,7 @@ class FidelityProbe:
         nodes = {}
         for name in self.nodes:
             node: dict = {}
-            cpu = cgroups.stats_delta(self.start.cpu.get(name), end.cpu.get(name))
+            cpu = cgroupread.stats_delta(self.start.cpu.get(name), end.cpu.get(name))
             if cpu is not None and dilation is not None:
                 node.update(_cpu_figures(cpu, window_s, dilation))
             if name in end.capped:

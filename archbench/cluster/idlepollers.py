@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from archbench.cluster import cgroups
+from archbench.runtime import cgroupread
 
 GROUP = "archbench-idle-pollers"  # beside archbench's node groups, not under their weight
 POLL_CODE = "import os\nwhile True:\n    os.sched_yield()"
@@ -34,18 +35,18 @@ POLL_CODE = "import os\nwhile True:\n    os.sched_yield()"
 _STARTED: list[subprocess.Popen] = []
 
 
-def group_dir(hierarchy: cgroups.Hierarchy | None = None) -> Path | None:
-    hierarchy = hierarchy or cgroups.detect()
+def group_dir(hierarchy: cgroupread.Hierarchy | None = None) -> Path | None:
+    hierarchy = hierarchy or cgroupread.detect()
     return None if hierarchy is None else hierarchy.cpu_root / GROUP
 
 
-def pids(hierarchy: cgroups.Hierarchy | None = None) -> list[int]:
+def pids(hierarchy: cgroupread.Hierarchy | None = None) -> list[int]:
     """The pollers running now (none: no dilated cluster holds the cores)."""
     directory = group_dir(hierarchy)
     return [] if directory is None else cgroups.pids_in(directory)
 
 
-def _make_group(directory: Path, hierarchy: cgroups.Hierarchy) -> None:
+def _make_group(directory: Path, hierarchy: cgroupread.Hierarchy) -> None:
     directory.mkdir(exist_ok=True)
     # the group idle too: a node's group entity preempts it on wake-up at the top level
     with contextlib.suppress(OSError):
@@ -55,10 +56,10 @@ def _make_group(directory: Path, hierarchy: cgroups.Hierarchy) -> None:
         (directory / weight[0]).write_text(weight[1])
 
 
-def start(hierarchy: cgroups.Hierarchy | None = None) -> int:
+def start(hierarchy: cgroupread.Hierarchy | None = None) -> int:
     """One poller per core the machine has, unless a cluster started them already: how many
     run now (0 where there is no cgroup cpu controller to hold them apart)."""
-    hierarchy = hierarchy or cgroups.detect()
+    hierarchy = hierarchy or cgroupread.detect()
     directory = group_dir(hierarchy)
     if directory is None or hierarchy is None:
         return 0
@@ -74,7 +75,7 @@ def start(hierarchy: cgroups.Hierarchy | None = None) -> int:
     return len(pids(hierarchy))
 
 
-def _start_in(directory: Path, hierarchy: cgroups.Hierarchy) -> None:
+def _start_in(directory: Path, hierarchy: cgroupread.Hierarchy) -> None:
     _make_group(directory, hierarchy)
     procs = directory / "cgroup.procs"
     for core in sorted(os.sched_getaffinity(0)):
@@ -93,7 +94,7 @@ def _start_in(directory: Path, hierarchy: cgroups.Hierarchy) -> None:
         _STARTED.append(poller)
 
 
-def stop(hierarchy: cgroups.Hierarchy | None = None, timeout_s: float = 5.0) -> None:
+def stop(hierarchy: cgroupread.Hierarchy | None = None, timeout_s: float = 5.0) -> None:
     """Stops every poller and removes their group. Safe to repeat."""
     directory = group_dir(hierarchy)
     if directory is None or not directory.exists():
@@ -115,7 +116,7 @@ def stop(hierarchy: cgroups.Hierarchy | None = None, timeout_s: float = 5.0) -> 
             _STARTED.pop().wait(timeout=timeout_s)
 
 
-def idle_ticks(hierarchy: cgroups.Hierarchy | None = None) -> int:
+def idle_ticks(hierarchy: cgroupread.Hierarchy | None = None) -> int:
     """The pollers' CPU so far, in the clock ticks of /proc/stat: time the cores would have
     spent idle."""
     ticks = 0

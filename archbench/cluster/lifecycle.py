@@ -37,6 +37,7 @@ from archbench.cluster.state import (
 from archbench.common.bandwidth import Bandwidth
 from archbench.common.errors import RunFailed, UsageError
 from archbench.common.safe_text import plain_word
+from archbench.runtime import cgroupread
 from archbench.runtime.virtualtime import LIBRARY_NAME
 
 HOSTS_FILE = Path("/etc/hosts")
@@ -135,8 +136,8 @@ def _new_state(spec: ClusterSpec) -> ClusterState:
     )
 
 
-def _hierarchy_for(spec: ClusterSpec) -> cgroups.Hierarchy:
-    hierarchy = cgroups.detect()
+def _hierarchy_for(spec: ClusterSpec) -> cgroupread.Hierarchy:
+    hierarchy = cgroupread.detect()
     if hierarchy is None:
         raise UsageError(
             f"{cgroups.unavailable_reason()}; bring the cluster up with --dilation off "
@@ -189,19 +190,19 @@ def _mca_lines() -> list[str]:
 
 
 def _node_environment(
-    state: ClusterState, library: Path, hierarchy: cgroups.Hierarchy | None
+    state: ClusterState, library: Path, hierarchy: cgroupread.Hierarchy | None
 ) -> dict[str, str]:
     """What every session and task on a node gets (archbench.cluster.nodelib)."""
     return nodelib.node_environment(
         library, state.idle_nap_us, state.dilation_spec,
-        hierarchy.cluster_dirs(state.name)[0] if hierarchy is not None else None, state.cgroup,
+        cgroups.cluster_dirs(hierarchy, state.name)[0] if hierarchy is not None else None, state.cgroup,
     )  # fmt: skip
 
 
 def _check_generated_text(state: ClusterState) -> None:
     """Writes every file `up` generates, in memory only: a value that one of them cannot hold (a
     folder with a blank in its path, say) is refused before anything is built."""
-    hierarchy = cgroups.detect() if state.dilation_spec is not None else None
+    hierarchy = cgroupread.detect() if state.dilation_spec is not None else None
     placeholder = _node_environment(state, state.directory / LIBRARY_NAME, hierarchy)
     for node in state.nodes:
         node_dir = state.directory / node.name
@@ -235,7 +236,7 @@ def _build(state: ClusterState) -> None:
     if sshd.ensure_privsep_dir():
         blocks.remember_created(sshd.PRIVSEP_DIR)
     dilation = state.dilation_spec
-    hierarchy = cgroups.detect() if dilation is not None else None
+    hierarchy = cgroupread.detect() if dilation is not None else None
     if dilation is not None:  # bursts of 1/D of a period: no halted core between them
         state.idle_poll_ns = idlestates.hold()
         if state.idle_poll_ns is None:  # no haltpoll to set: the cores poll in user space
@@ -274,7 +275,7 @@ def _build(state: ClusterState) -> None:
         # what a stop costs a capped thread here (its caches refilled after each): the
         # condition every record of this cluster carries
         state.cap_cost_ratio = capcost.measure(
-            dilation.factor, dilation.cfs_period_us, hierarchy.cluster_dirs(state.name)[0]
+            dilation.factor, dilation.cfs_period_us, cgroups.cluster_dirs(hierarchy, state.name)[0]
         )
         save_state(state)
     for node in state.nodes:
@@ -284,7 +285,7 @@ def _build(state: ClusterState) -> None:
     ]
     if state.slurm is not None:
         # Always with the trees of the cpu controller: slurmd will not start without them.
-        mounts = cgroups.detect()
+        mounts = cgroupread.detect()
         state.slurm = slurm.start(
             state,
             node_env,
@@ -351,7 +352,7 @@ def _tear_down(state: ClusterState) -> None:
         attempt(lambda node=node: network.delete_link(node.host_veth))
     _wait_until_gone([node.sshd_pid for node in state.nodes if node.sshd_pid])
     # Always tried: a killed `up` may have made the groups before it saved them in the state.
-    attempt(lambda: cgroups.remove_cluster_groups(cgroups.detect(), state.name))
+    attempt(lambda: cgroups.remove_cluster_groups(cgroupread.detect(), state.name))
     if not _other_dilated(state.name):  # also after a killed `up` that held them unsaved
         attempt(idlestates.release)
         attempt(idlepollers.stop)
@@ -384,7 +385,7 @@ def tear_down(name: str) -> ClusterState | None:
             with contextlib.suppress(RunFailed, OSError):
                 slurm.stop(cluster_dir(name))
             with contextlib.suppress(RunFailed, OSError):
-                cgroups.remove_cluster_groups(cgroups.detect(), name)
+                cgroups.remove_cluster_groups(cgroupread.detect(), name)
             if not _other_dilated(name):
                 idlestates.release()
                 with contextlib.suppress(OSError):

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from archbench.cluster import cgroups
+from archbench.runtime import cgroupread
 from archbench.runtime.virtualtime import factor, node_library_path
 
 _THREAD_GROUP = re.compile(r"/vcpu/[pb]\d+/t\d+$")
@@ -119,7 +119,7 @@ SHORT_LIVED = 20  # threads `main` starts one after another
 
 def _own_group_count(thread_group: str) -> int:
     """Thread groups (`t*`) in this process's group, found from one of its threads' group."""
-    process_group = cgroups.detect().cpu_root / thread_group.lstrip("/").rsplit("/", 1)[0]
+    process_group = cgroupread.detect().cpu_root / thread_group.lstrip("/").rsplit("/", 1)[0]
     return sum(1 for entry in process_group.glob("t*") if entry.is_dir())
 
 

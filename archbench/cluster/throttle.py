@@ -30,7 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from archbench.cluster import cgroups, threadcaps
+from archbench.cluster import threadcaps
+from archbench.runtime import cgroupread
 from archbench.runtime.virtualtime import STOP_SAMPLE_INTERVAL_US
 
 MAX_STOPS = 4096
@@ -46,7 +47,7 @@ class Throttle:
     def __init__(self):
         self.hierarchy = None
         with contextlib.suppress(Exception):  # no cgroup support: a run without budget figures
-            self.hierarchy = cgroups.detect()
+            self.hierarchy = cgroupread.detect()
 
     def read(self, groups: tuple[Path, ...] | None = None) -> Reading | None:
         """The throttled time so far of the calling thread's budget groups (or of `groups`)."""
@@ -54,12 +55,12 @@ class Throttle:
             return None
 
         if groups is None:
-            groups = tuple(cgroups.thread_budgets(self.hierarchy))
+            groups = tuple(cgroupread.thread_budgets(self.hierarchy))
         if not groups:
             return None
         total = 0.0
         for directory in groups:
-            stats = cgroups.read_stats(directory, self.hierarchy)
+            stats = cgroupread.read_stats(directory, self.hierarchy)
             if stats is None:
                 return None
             total += stats["throttled_s"]

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from archbench.common.bandwidth import Bandwidth
 from archbench.common.hosts import HostSlots
 from archbench.common.jsonl import loads
+from archbench.common.mpirun import mpirun_argv
 from archbench.common.process_group import run_in_group
 from archbench.doctor.problems import Problem
 from archbench.runtime.launch import root_mpi_env
-from archbench.sweep.commands import mpirun_argv
 
 # linkprobe counts payload only: TCP/IP headers and framing take a few percent of the wire rate,
 # so a link is slower than claimed when its payload rate falls below this share of the claim.

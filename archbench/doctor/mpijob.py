@@ -1,4 +1,4 @@
-"""A trivial job across every host, started as a study's runs are (archbench.sweep.commands's
+"""A trivial job across every host, started as a study's runs are (archbench.common.mpirun's
 mpirun line): it shows that mpirun reaches each host, that a rank starts there, and that the
 ports a parameter server listens on are reachable between the hosts."""
 
@@ -11,12 +11,12 @@ from collections.abc import Sequence
 
 from archbench.common.hosts import HostSlots
 from archbench.common.jsonl import loads
+from archbench.common.mpirun import mpirun_argv
 from archbench.common.process_group import run_in_group
 from archbench.doctor.problems import Problem
 from archbench.doctor.ranks import MARKER
 from archbench.ps.cluster_spec import PORT_RANGE
 from archbench.runtime.launch import root_mpi_env
-from archbench.sweep.commands import mpirun_argv
 
 JOB_TIMEOUT_S = 120.0
 

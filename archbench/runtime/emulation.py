@@ -7,9 +7,9 @@ the dilation factor and real <-> virtual time, the node's virtual cores, arming 
 this process's thread caps, the meter of its own threads' CPU, the chief's fidelity probe, the
 CPU budget a process runs under, and how long that budget stopped a traced step. Off an emulated
 node the answers are trivial (D = 1, no caps, the process's CPU time) and come from the
-environment alone: a rank on real hosts does not import the emulator to learn that D is 1. Where
-an answer needs the emulator's machinery (a capped node, a cgroup to read), it is imported here,
-when asked.
+environment alone: a rank on real hosts does not import the emulator to learn that D is 1, nor
+to read its container's CPU budget (`cgroupread`, plain file reads). Where an answer needs the
+emulator's machinery (a capped node, a traced step's stops), it is imported here, when asked.
 """
 
 from __future__ import annotations
@@ -101,9 +101,10 @@ def idle_poller_count() -> int:
 
 def process_budget() -> Any:
     """The CPU budget (cgroup quota) this process runs under: an emulated node's, or a
-    container's; None where none applies."""
+    container's; None where none applies. A plain read of cgroup files, nothing of the
+    emulator's."""
     # deferred: the cgroup reader loads only when a budget is asked for
-    from archbench.cluster.cgroups import process_budget as budget
+    from archbench.runtime.cgroupread import process_budget as budget
 
     return budget()
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from archbench.common.archs import MULTI_PROCESS
 from archbench.common.archs import arch as architecture
 from archbench.common.errors import UsageError
-from archbench.common.hosts import HostSlots, host_list_text, read_hostfile, total_slots
+from archbench.common.hosts import HostSlots, read_hostfile, total_slots
+from archbench.common.mpirun import mpirun_argv
 from archbench.runtime.settings import PLACEMENT_POLICIES, SETTINGS
 from archbench.sweep.target import ClusterTarget
 
@@ -159,23 +159,6 @@ def launch_argv(
             argv.append(f"--{config['controller']}")
         return argv + launcher_args + train
     return mpirun_argv(world_size, hostfile, train, forward_env, launcher_args)
-
-
-def mpirun_argv(
-    world_size: int,
-    hosts: str | Sequence[tuple[str, int]],
-    program: list[str],
-    forward_env: Sequence[str] = (),
-    launcher_args: Sequence[str] = (),
-) -> list[str]:
-    """`mpirun` starting `program` on `world_size` ranks over a hostfile (a path) or exactly these
-    (host, ranks) blocks (`-H`): ranks fill the hosts in order (`--map-by slot`), none is bound
-    to a core, and each variable of `forward_env` is passed on to every rank."""
-    where = ["--hostfile", hosts] if isinstance(hosts, str) else ["-H", host_list_text(hosts)]
-    argv = ["mpirun", "-np", str(world_size), *where, "--map-by", "slot", "--bind-to", "none"]
-    for name in forward_env:
-        argv += ["-x", name]
-    return argv + list(launcher_args) + program
 
 
 def default_python() -> str:

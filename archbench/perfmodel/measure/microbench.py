@@ -36,6 +36,7 @@ from archbench.common.hosts import (
     total_slots,
 )
 from archbench.common.jsonl import JsonProblem, read_json
+from archbench.common.mpirun import mpirun_argv
 from archbench.common.output_folder import folder_problem
 from archbench.common.process_group import run_in_group
 from archbench.perfmodel.measure.calibration import (
@@ -53,7 +54,6 @@ from archbench.perfmodel.model.units import (
 )
 from archbench.runtime.launch import root_mpi_env
 from archbench.runtime.settings import SETTINGS, add_flag
-from archbench.sweep.commands import mpirun_argv
 from archbench.sweep.kinds import kind_of, resolve_target
 from archbench.sweep.spec import load_spec
 
