@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,14 @@ from archbench.perfmodel.measure.calibration import (
     load_calibration,
 )
 from archbench.perfmodel.model.cli_predict import PREDICT_INPUTS
+from archbench.perfmodel.model.formulas import (
+    ALLREDUCE_ALGORITHMS,
+    RING,
+    LinkCost,
+    beta_from_bandwidth,
+)
 from archbench.perfmodel.model.modelinfo import INPUT_SETTINGS
+from archbench.perfmodel.model.predictor import ModelParams
 from archbench.perfmodel.model.units import check_numbers, names, own_row, positive_ints
 from archbench.runtime.settings import MAX_WORKERS, SETTINGS, add_flag, combination_problem
 
@@ -190,6 +198,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help=f"microbench results.jsonl (default {DEFAULT_CALIBRATION} when it exists)",
     )
+    cluster_flags(whatif)
     whatif.add_argument(
         "--out", default=None, help=f"figure stem (default <study>/report/{WHATIF_NAME})"
     )
@@ -227,6 +236,127 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     crossover.add_argument("--out", default=None, help="folder (default <study>/map/)")
     crossover.add_argument("--json", action="store_true", help="machine-readable output")
     crossover.set_defaults(func=run_map)
+
+
+def cluster_flags(parser: argparse.ArgumentParser) -> None:
+    """What the hosts and the allreduce are like (GPU servers): every flag defaults to the
+    model's own behaviour (one worker per host, the calibration's links, fused buffers in turn,
+    the fitted or calibrated overlap)."""
+    cluster = parser.add_argument_group("the cluster's hosts and allreduce")
+    cluster.add_argument(
+        "--devices-per-host", type=int, default=1, metavar="G",
+        help="workers per host, in rank order, sharing its NIC (GPUs of a server; default 1)",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--allreduce", choices=ALLREDUCE_ALGORITHMS, default=RING,
+        help="with --devices-per-host above 1: one ring through every device, each host's "
+        "devices next to each other (default), or hierarchical (reduce-scatter in the host, "
+        "rings between hosts, allgather in the host)",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--intra-host-bandwidth", default=None, metavar="RATE",
+        help="each device's link inside a host (e.g. 126gbit for PCIe 3.0 x16; default the "
+        "calibration's)",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--intra-host-latency", default=None, metavar="TIME",
+        help="latency of a hop inside a host (e.g. 5.7us; default the calibration's)",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--latency", default=None, metavar="TIME",
+        help="latency of a hop between hosts, per message (e.g. 9.6us; default the "
+        "calibration's)",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--call-cost", default=None, metavar="TIME",
+        help="with --devices-per-host above 1: a fixed cost per allreduce call (default 0)",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--overlap", default=None, metavar="PHI|backward",
+        help="share of the exchange hidden behind compute, 0 to 1, for every architecture, "
+        "or `backward`: the ring's allreduces follow the gradients as the backward pass "
+        "makes them (layer order, by each layer's multiply-adds); default the fit's or 0",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--backward-share", type=float, default=2.0 / 3.0, metavar="B",
+        help="--overlap backward: the backward pass's share of the compute (default 2/3)",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--pipeline-buffers", action="store_true",
+        help="a fused buffer's latency runs while the previous buffer's bytes move",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--fusion-mb", type=float, default=None, metavar="MB",
+        help="tensor fusion threshold of the ring's allreduce (default 64)",
+    )  # fmt: skip
+
+
+def apply_cluster_flags(
+    args: argparse.Namespace, params: ModelParams, calib: Calibration
+) -> tuple[ModelParams, Calibration, Any, list[str]]:
+    """The parameters, calibration and cluster options (whatif.ClusterOptions) the cluster
+    flags ask for, and a line for each flag that changed something."""
+    # deferred: the map's value parser and the what-if curves load only for `model whatif`
+    from archbench.perfmodel.optimize.crossover import LATENCY, parse_value
+    from archbench.perfmodel.optimize.whatif import ClusterOptions
+
+    said: list[str] = []
+    if args.devices_per_host < 1:
+        raise UsageError("--devices-per-host must be at least 1")
+    if args.fusion_mb is not None and args.fusion_mb <= 0:
+        raise UsageError("--fusion-mb must be positive")
+    if not 0.0 < args.backward_share <= 1.0:
+        raise UsageError("--backward-share must be above 0 and at most 1")
+    if args.intra_host_bandwidth is not None or args.intra_host_latency is not None:
+        beta = calib.intra.beta_s_per_byte
+        alpha = calib.intra.alpha_s
+        if args.intra_host_bandwidth is not None:
+            beta = beta_from_bandwidth(parse_bandwidth(args.intra_host_bandwidth))
+        if args.intra_host_latency is not None:
+            alpha = parse_value(LATENCY, args.intra_host_latency)
+        calib = replace(calib, intra=LinkCost(alpha, beta))
+        said.append(f"inside a host: {alpha * 1e6:g} us, {8 / beta / 1e9:g} Gbit/s per device")
+    if args.latency is not None:
+        alpha = parse_value(LATENCY, args.latency)
+        beta = calib.inter.beta_s_per_byte if calib.inter else calib.intra.beta_s_per_byte
+        calib = replace(calib, inter=LinkCost(alpha, beta), ring_call_s={})
+        said.append(f"between hosts: {alpha * 1e6:g} us per message")
+    schedule = "fraction"
+    if args.overlap is not None:
+        if args.overlap == "backward":
+            schedule = "backward"
+            phi = 0.0
+            said.append(
+                f"overlap: the ring's allreduces follow the backward pass "
+                f"({args.backward_share:.2f} of the compute); 0 elsewhere"
+            )
+        else:
+            try:
+                phi = float(args.overlap)
+            except ValueError:
+                raise UsageError(
+                    f"--overlap must be a share from 0 to 1 or `backward`, got {args.overlap!r}"
+                ) from None
+            if not 0.0 <= phi <= 1.0:
+                raise UsageError(f"--overlap must be from 0 to 1, got {args.overlap}")
+            said.append(f"overlap: {phi:g} of every exchange hidden behind compute")
+        keys = {*params.arch, "ring", "p2p", "ps"}  # a family's entry covers its variants
+        params = replace(params, arch={k: replace(params.for_key(k), overlap=phi) for k in keys})
+    call_s = parse_value(LATENCY, args.call_cost) if args.call_cost is not None else 0.0
+    options = ClusterOptions(
+        devices_per_host=args.devices_per_host,
+        allreduce_algorithm=args.allreduce,
+        overlap_schedule=schedule,
+        pipelined_buffers=args.pipeline_buffers,
+        fusion_threshold_mb=args.fusion_mb,
+        call_s=call_s,
+        backward_share=args.backward_share,
+    )
+    if args.devices_per_host > 1:
+        said.append(f"{args.devices_per_host} workers per host; allreduce: {args.allreduce}")
+    if args.pipeline_buffers:
+        said.append("fused buffers pipelined")
+    return params, calib, options, said
 
 
 # --------------------------------------------------------------------------- fit / validate
@@ -542,10 +672,16 @@ def run_whatif(args: argparse.Namespace) -> int:
     compute_source = override_compute(
         params, models, parse_compute_ms(args.compute_ms, models), args.compute_from
     )
+    params, calib, cluster, cluster_said = apply_cluster_flags(args, params, calib)
     curves, batches, singles = whatif_curves(
-        models, workers, bandwidths, params, calib, observations, args.batch_size, inputs
-    )
-    title = "predicted scaling, one worker per host; batch " + ", ".join(
+        models, workers, bandwidths, params, calib, observations, args.batch_size, inputs,
+        cluster,
+    )  # fmt: skip
+    per_host = (
+        "one worker per host" if cluster.devices_per_host == 1
+        else f"{cluster.devices_per_host} workers per host"
+    )  # fmt: skip
+    title = f"predicted scaling, {per_host}; batch " + ", ".join(
         f"{m} {b}/worker" for m, b in batches.items()
     )
     rates = {key: {label: c.rates() for label, c in lines.items()} for key, lines in curves.items()}
@@ -554,6 +690,8 @@ def run_whatif(args: argparse.Namespace) -> int:
         f"calibration: {calib.source}; parameters: {fit_path or 'defaults'}; compute: "
         f"{compute_source or 'calibrated or fitted'}"
     )
+    for line in cluster_said:
+        print(line)
     print("scaling efficiency = samples/s of W workers / (W x one worker alone)")
     for (model, bandwidth), lines in curves.items():
         print(

@@ -13,6 +13,7 @@ from archbench.compression import (
     VALUE_BYTES,
     powersgd_payload,
 )
+from archbench.errors import UsageError
 from archbench.perfmodel.measure.calibration import Calibration
 from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.inputs import (
@@ -81,15 +82,67 @@ def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute:
     buffers = F.fusion_buffers(wire, threshold)
     if config.compression_spec.low_rank:
         buffers = max(buffers, 2)  # P, then Q: two rounds of allreduce
-    parts = F.ring_allreduce_placed_parts(wire, workers, network, arch.gamma_s_per_byte, buffers)
-    # where microbench timed Horovod's allreduce over this many hosts, a call's fixed cost is
-    # that measurement (negotiation, the cycle, the 2(W-1) messages), plus any fitted extra
-    call = calib.ring_call_for(len(workers)) if across else None
-    if call is not None:
-        parts[F.LATENCY] = buffers * (call + 2 * (len(workers) - 1) * arch.alpha_s)
-    return _overlapped(
-        parts, compute, arch, {"ring_link_factor": stretch, "fusion_buffers": buffers}
-    )
+    if config.devices_per_host > 1:
+        one_call = F.allreduce_on_hosts_parts(
+            wire, len(workers), config.devices_per_host, network.inter, network.intra,
+            config.allreduce_algorithm, arch.gamma_s_per_byte, config.call_s,
+        )  # fmt: skip
+        parts = {**one_call, F.LATENCY: one_call[F.LATENCY] * buffers}
+    else:
+        parts = F.ring_allreduce_placed_parts(
+            wire, workers, network, arch.gamma_s_per_byte, buffers
+        )
+        # where microbench timed Horovod's allreduce over this many hosts, a call's fixed cost
+        # is that measurement (negotiation, the cycle, the 2(W-1) messages), plus any fitted
+        # extra
+        call = calib.ring_call_for(len(workers)) if across else None
+        if call is not None:
+            parts[F.LATENCY] = buffers * (call + 2 * (len(workers) - 1) * arch.alpha_s)
+    terms = {"ring_link_factor": stretch, "fusion_buffers": buffers}
+    if config.overlap_schedule == "backward":
+        return _scheduled(config, parts, buffers, wire, threshold, compute, terms)
+    if config.pipelined_buffers and buffers > 1:
+        latency = parts[F.LATENCY] / buffers
+        moving = parts[F.LINK] + parts[F.HOST]
+        transfers = [moving * b / wire for b in F.fused_buffer_bytes(wire, threshold)]
+        parts[F.LATENCY] = F.buffer_chain_s(latency, transfers, pipelined=True) - moving
+    return _overlapped(parts, compute, arch, terms)
+
+
+def _scheduled(
+    config: StepConfig,
+    parts: dict[str, float],
+    buffers: int,
+    wire: float,
+    threshold: float,
+    compute: float,
+    terms: dict[str, float],
+) -> StepCost:
+    """The ring's allreduces under a layer-order schedule: each gradient ready when the
+    backward pass has gone through its layer, fused with those ready beside it while the
+    previous call runs (formulas.backward_schedule); what outlasts the compute is exposed,
+    split over the terms in proportion to the time each takes in the calls."""
+    sizes = [float(b) for b in (config.variable_bytes or ())]
+    flops = list(config.variable_flops or ())
+    if not sizes or len(flops) != len(sizes):
+        raise UsageError(
+            "--overlap backward needs the model's variables and their multiply-adds (a model "
+            "archbench can build)"
+        )
+    scale = wire / sum(sizes)  # what travels per byte of gradient (fp16 halves it)
+    ready = F.gradient_ready_s(flops, compute, config.backward_share)
+    moving = parts[F.LINK] + parts[F.HOST]
+    schedule = F.backward_schedule(
+        ready, [b * scale for b in sizes], threshold, parts[F.LATENCY] / buffers,
+        moving / wire, config.pipelined_buffers,
+    )  # fmt: skip
+    exposed = max(schedule.end_s - compute, 0.0)
+    latency = schedule.calls * parts[F.LATENCY] / buffers
+    comm = latency + moving
+    shares = {F.LATENCY: latency, F.LINK: parts[F.LINK], F.HOST: parts[F.HOST]}
+    exposed_parts = {k: exposed * v / comm if comm > 0 else 0.0 for k, v in shares.items()}
+    terms = {**terms, "fusion_buffers": schedule.calls, "allreduce_end_s": schedule.end_s}
+    return StepCost(comm, exposed, compute + exposed, terms, exposed_parts)
 
 
 def p2p_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: float) -> StepCost:

@@ -529,3 +529,174 @@ def ps_placed(
         busiest_server=busiest, own_requests_s=own_requests_s,
         server_requests_s=server_requests_s,
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU servers: G devices per host, each on a link of its own inside the host (NVLink, or its
+# PCIe lanes), the host's NIC between hosts. What a collective library does there, not what
+# one process per host does.
+
+RING = "ring"
+HIERARCHICAL = "hierarchical"
+ALLREDUCE_ALGORITHMS = (RING, HIERARCHICAL)
+
+
+def hosts_of(workers: int, devices_per_host: int) -> int:
+    """Hosts holding `workers` ranks, `devices_per_host` to a host (the last may hold fewer)."""
+    return max(1, math.ceil(workers / max(devices_per_host, 1)))
+
+
+def allreduce_on_hosts_parts(
+    message_bytes: float,
+    workers: int,
+    devices_per_host: int,
+    inter: LinkCost,
+    intra: LinkCost,
+    algorithm: str = RING,
+    gamma_s_per_byte: float = 0.0,
+    call_s: float = 0.0,
+) -> dict[str, float]:
+    """One allreduce of M bytes over W ranks on H = W/G hosts, split into LATENCY, LINK, HOST.
+
+    ring: one ring through every device, the ranks of a host next to each other (NCCL builds
+    its rings so: N. Jeaugey, "NCCL 2.0", GTC 2017). Of its 2(W-1) steps, 2(H-1) cross a NIC;
+    pipelined in chunks, a byte's path pays each hop's latency once (NCCL's own cost model,
+    src/graph/tuning.cc: (nsteps - nInterSteps) x intra + nInterSteps x inter), and every
+    edge carries 2(W-1)/W M, so the slower of the two kinds of link sets the rate; each NIC
+    carries one ring edge each way.
+    hierarchical: reduce-scatter among the G devices of a host, G rings of M/G between the
+    hosts (all G sharing the host's NIC: 2(H-1)/H M on it each way), allgather inside the host:
+    2(G-1) alpha_intra + 2(H-1) alpha_inter + 2(G-1)/G M beta_intra + 2(H-1)/H M beta_inter.
+    With G = 1 both are the flat ring (ring_allreduce_s); `call_s` is a fixed cost per call.
+    """
+    w = workers
+    if w <= 1:
+        return {LATENCY: 0.0, LINK: 0.0, HOST: 0.0}
+    g = max(1, min(devices_per_host, w))
+    h = hosts_of(w, g)
+    if algorithm == HIERARCHICAL:
+        latency = 2 * (g - 1) * intra.alpha_s + 2 * (h - 1) * inter.alpha_s
+        link = (
+            2 * (g - 1) / g * message_bytes * intra.beta_s_per_byte
+            + 2 * (h - 1) / h * message_bytes * inter.beta_s_per_byte
+        )
+    elif algorithm == RING:
+        inter_steps = 2 * (h - 1)
+        latency = inter_steps * inter.alpha_s + (2 * (w - 1) - inter_steps) * intra.alpha_s
+        slowest = max(
+            inter.beta_s_per_byte if h > 1 else 0.0, intra.beta_s_per_byte if g > 1 else 0.0
+        )
+        link = 2 * (w - 1) / w * message_bytes * slowest
+    else:
+        raise ValueError(f"unknown allreduce algorithm {algorithm!r}")
+    return {
+        LATENCY: call_s + latency,
+        LINK: link,
+        HOST: (w - 1) / w * message_bytes * gamma_s_per_byte,
+    }
+
+
+def inter_host_bytes_per_host(
+    message_bytes: float, workers: int, devices_per_host: int, algorithm: str = RING
+) -> float:
+    """Bytes one host's NIC sends (and receives) per allreduce of M bytes: a ring edge each
+    way for the ring, 2(H-1)/H M for the hierarchical's G rings of M/G."""
+    h = hosts_of(workers, devices_per_host)
+    if h <= 1:
+        return 0.0
+    if algorithm == HIERARCHICAL:
+        return 2 * (h - 1) / h * message_bytes
+    return 2 * (workers - 1) / workers * message_bytes
+
+
+def local_aggregation_s(message_bytes: float, devices_per_host: int, intra: LinkCost) -> float:
+    """Summing the gradients of a host's G devices and handing the result back to each (a
+    reduce-scatter and an allgather among them): 2(G-1) alpha + 2(G-1)/G M beta, intra-host."""
+    g = max(devices_per_host, 1)
+    if g <= 1:
+        return 0.0
+    return 2 * (g - 1) * intra.alpha_s + 2 * (g - 1) / g * message_bytes * intra.beta_s_per_byte
+
+
+def buffer_chain_s(latency_s: float, transfers_s: Sequence[float], pipelined: bool) -> float:
+    """Fused buffers reduced one after another, each a latency then a transfer. In turn: the
+    sum of both for every buffer. Pipelined: a buffer's latency runs while the previous one's
+    bytes move (a two-stage pipeline: L + sum over all but the last of max(B_j, L) + B_last)."""
+    if not transfers_s:
+        return 0.0
+    if not pipelined:
+        return len(transfers_s) * latency_s + sum(transfers_s)
+    *head, last = transfers_s
+    return latency_s + sum(max(b, latency_s) for b in head) + last
+
+
+def fused_buffer_bytes(message_bytes: float, threshold_bytes: float) -> list[float]:
+    """The buffers tensor fusion packs M bytes into: full ones, then the rest."""
+    count = fusion_buffers(message_bytes, threshold_bytes)
+    if count <= 1:
+        return [message_bytes]
+    full = [float(threshold_bytes)] * (count - 1)
+    return [*full, message_bytes - sum(full)]
+
+
+def gradient_ready_s(
+    variable_flops: Sequence[float], compute_s: float, backward_share: float
+) -> list[float]:
+    """When each variable's gradient is ready, from the start of the step: the forward pass
+    takes (1 - b) of the compute, the backward pass b, and runs through the variables in the
+    reverse of their creation order, each taking its share of the backward time in proportion
+    to its layer's multiply-adds (`variable_flops`, in creation order)."""
+    total = float(sum(variable_flops))
+    forward = (1.0 - backward_share) * compute_s
+    backward = backward_share * compute_s
+    ready = [0.0] * len(variable_flops)
+    done = 0.0
+    for i in range(len(variable_flops) - 1, -1, -1):
+        done += variable_flops[i]
+        ready[i] = forward + backward * (done / total if total > 0 else 1.0)
+    return ready
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The allreduces of one step under a layer-order schedule."""
+
+    end_s: float  # when the last allreduce ends, from the start of the step
+    calls: int
+    busy_s: float  # the time the allreduces themselves take (latency and transfer)
+
+
+def backward_schedule(
+    ready_s: Sequence[float],
+    sizes: Sequence[float],
+    threshold_bytes: float,
+    latency_s: float,
+    seconds_per_byte: float,
+    pipelined: bool = False,
+) -> Schedule:
+    """Horovod's background loop over one step: whenever the previous allreduce is done, every
+    gradient ready by then is fused (up to the fusion threshold, at least one) into the next
+    allreduce (A. Sergeev, M. Del Balso, arXiv:1802.05799, section 4: tensor fusion). Each call
+    costs `latency_s` then its bytes x `seconds_per_byte`; pipelined, a call's latency may run
+    while the previous call's bytes move (it starts when its gradients are ready and the
+    previous call's latency is over)."""
+    order = sorted(range(len(sizes)), key=lambda i: (ready_s[i], i))
+    latency_free = 0.0  # when the previous call's latency stage is over
+    transfer_free = 0.0  # when the previous call's bytes are through
+    calls = 0
+    busy = 0.0
+    i = 0
+    while i < len(order):
+        start = max(transfer_free if not pipelined else latency_free, ready_s[order[i]])
+        fused = 0.0
+        while i < len(order) and (fused == 0.0 or (
+            ready_s[order[i]] <= start and fused + sizes[order[i]] <= threshold_bytes
+        )):  # fmt: skip
+            fused += sizes[order[i]]
+            i += 1
+        transfer = fused * seconds_per_byte
+        latency_free = start + latency_s
+        transfer_free = max(latency_free, transfer_free) + transfer
+        busy += latency_s + transfer
+        calls += 1
+    return Schedule(end_s=transfer_free, calls=calls, busy_s=busy)

@@ -69,6 +69,20 @@ class StepConfig:
     # ps with sparse rows, as a run measured it: each worker's row bytes to and from each server
     # (pushes and pulls together); None: the rows spread evenly over the servers
     row_bytes_per_worker_per_server: tuple[tuple[float, ...], ...] | None = None
+    # GPU servers (ring): the workers are devices, G to a host in rank order, each on an
+    # intra-host link of its own; the allreduce is a ring through them all or hierarchical
+    # (formulas.allreduce_on_hosts_parts). 1: one worker per host, as the placement says.
+    devices_per_host: int = 1
+    allreduce_algorithm: str = "ring"
+    call_s: float = 0.0  # a fixed cost per allreduce call beyond the per-hop latencies (G > 1)
+    # fused buffers: each call's latency while the previous call's bytes move
+    pipelined_buffers: bool = False
+    # how the exchange overlaps compute: "fraction" (ArchParams.overlap of it hides) or
+    # "backward" (the ring's allreduces follow the gradients as the backward pass makes them:
+    # formulas.backward_schedule, from each variable's multiply-adds)
+    overlap_schedule: str = "fraction"
+    variable_flops: tuple[float, ...] | None = None
+    backward_share: float = 2.0 / 3.0  # of the compute: the backward pass (about 2x forward)
 
     @cached_property
     def compression_spec(self) -> CompressionSpec:

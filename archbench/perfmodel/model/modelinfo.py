@@ -211,3 +211,32 @@ def steps_per_epoch(config: dict[str, Any], workers: int) -> int | None:
     if not size or not batch:
         return None
     return max(1, size // (batch * max(workers, 1)))
+
+
+@functools.lru_cache(maxsize=64)
+def variable_flops(
+    model: str, input_shape: tuple[int, ...], num_classes: int, vocab_size: int | None = None
+) -> tuple[float, ...]:
+    """Multiply-adds of each trainable variable's layer per sample, in creation order: its
+    elements times the positions of its layer's output (a convolution kernel is applied at
+    every output pixel, a dense kernel once). What the backward pass spends on a layer is in
+    proportion (the layer-order overlap schedule, formulas.gradient_ready_s)."""
+    network = keras_model(model, input_shape, num_classes, vocab_size)
+    positions: dict[int, float] = {}
+    for layer in network.layers:
+        try:
+            shape = tuple(layer.output.shape)
+        except (AttributeError, ValueError):
+            shape = ()
+        spatial = 1.0
+        for dim in shape[1:-1]:
+            spatial *= float(dim or 1)
+        for weight in layer.trainable_weights:
+            positions[id(weight)] = spatial
+    flops = []
+    for weight in network.trainable_variables:
+        count = 1.0
+        for dim in weight.shape:
+            count *= float(dim)
+        flops.append(count * positions.get(id(weight), 1.0))
+    return tuple(flops)

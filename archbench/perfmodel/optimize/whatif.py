@@ -13,11 +13,13 @@ from archbench.common.bandwidth import parse_bandwidth
 from archbench.common.errors import UsageError
 from archbench.perfmodel.fit.records import Observation
 from archbench.perfmodel.measure.calibration import Calibration
+from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.modelinfo import (
     embedding_shape,
     input_spec,
     ps_plan,
     variable_bytes,
+    variable_flops,
     vocab_of,
 )
 from archbench.perfmodel.model.predictor import (
@@ -65,6 +67,46 @@ def _model_facts(
     except Exception:  # noqa: BLE001 - the builder's own message is not ours to show
         raise UsageError(f"cannot build model {model!r} to count its parameters") from None
     return ModelFacts(sizes, shape, classes, batch, vocab)
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """What the hosts and the allreduce are like (`model whatif`'s cluster flags); the defaults
+    are one worker per host, the ring with fused buffers in turn and no overlap."""
+
+    devices_per_host: int = 1  # workers on one host, in rank order (GPUs sharing its NIC)
+    allreduce_algorithm: str = F.RING  # ring through every device, or hierarchical
+    overlap_schedule: str = "fraction"  # or "backward": the layer-order schedule (ring)
+    pipelined_buffers: bool = False
+    fusion_threshold_mb: float | None = None  # Horovod's tensor fusion threshold (64 MB)
+    call_s: float = 0.0  # fixed cost per allreduce call (devices_per_host > 1)
+    backward_share: float = 2.0 / 3.0  # the backward pass's share of the compute
+
+    def placement(self, arch: str, workers: int, num_ps: int) -> F.Placement:
+        """The standard layout with the workers `devices_per_host` to a host (servers on hosts
+        of their own)."""
+        placed = default_placement(arch, workers, num_ps, "dedicated", None)
+        if self.devices_per_host <= 1:
+            return placed
+        servers = len(placed.ps_hosts)
+        hosts = [f"node{k + 1}" for k in range(servers)] + [
+            f"node{servers + i // self.devices_per_host + 1}" for i in range(workers)
+        ]
+        return F.Placement(hosts=tuple(hosts), roles=placed.roles)
+
+    def configure(self, config: StepConfig) -> StepConfig:
+        """A configuration with these cluster settings (the GPU-server allreduce for the ring
+        only: other architectures see the hosts through their placement)."""
+        return replace(
+            config,
+            devices_per_host=self.devices_per_host if config.arch == "ring" else 1,
+            allreduce_algorithm=self.allreduce_algorithm,
+            overlap_schedule=self.overlap_schedule if config.arch == "ring" else "fraction",
+            pipelined_buffers=self.pipelined_buffers,
+            fusion_threshold_mb=self.fusion_threshold_mb,
+            call_s=self.call_s,
+            backward_share=self.backward_share,
+        )
 
 
 @dataclass
@@ -126,6 +168,7 @@ def whatif_curves(
     observations: Sequence[Observation],
     batch_size: int | None,
     inputs: dict[str, Any] | None = None,
+    cluster: ClusterOptions | None = None,
 ) -> tuple[dict[tuple[str, str], dict[str, Curve]], dict[str, int], dict[str, float]]:
     """Predictions per (model, bandwidth) and line label, over worker counts; the batch of
     each model and the samples/s of one worker alone (the efficiency's reference).
@@ -135,7 +178,9 @@ def whatif_curves(
     `touched_rows` (inputs' --sparse-exchange sparse) every architecture moves its model's
     embedding rows sparse (ring: the rows each batch looks up; p2p and ps: `touched_rows` unique
     ones), and a `ring (dense)` line beside them says where sparse rows beat the allreduce.
+    `cluster` puts several workers on a host and sets how the ring's allreduce runs.
     """
+    cluster = cluster or ClusterOptions()
     touched_rows = (inputs or {}).get("touched_rows")
     curves: dict[tuple[str, str], dict[str, Curve]] = {}
     batches: dict[str, int] = {}
@@ -156,6 +201,11 @@ def whatif_curves(
                 placement=default_placement("ring", 2, 0, "dedicated", None),
                 bandwidth_bits=parse_bandwidth(bandwidth), variable_bytes=facts.sizes,
             )  # fmt: skip
+            if cluster.overlap_schedule == "backward":
+                dense_base = replace(
+                    dense_base,
+                    variable_flops=variable_flops(model, facts.shape, facts.classes, facts.vocab),
+                )
             base = dense_base
             if touched_rows:
                 table = embedding_shape(model, facts.shape, facts.classes, facts.vocab)
@@ -167,6 +217,8 @@ def whatif_curves(
                 )  # fmt: skip
 
             def predict(config: StepConfig) -> StepPrediction:
+                if config.arch != "single":
+                    config = cluster.configure(config)
                 return predict_step(config, params, calib)
 
             alone = replace(
@@ -180,12 +232,12 @@ def whatif_curves(
                 lines["ring (dense)"] = Curve()
             for w in workers:
                 if touched_rows:
-                    placement = default_placement("ring", w, 0, "dedicated", None)
+                    placement = cluster.placement("ring", w, 0)
                     lines["ring (dense)"].points.append(
                         (w, predict(replace(dense_base, placement=placement)))
                     )
                 for arch in ALLREDUCE_LIKE:
-                    placement = default_placement(arch, w, 0, "dedicated", None)
+                    placement = cluster.placement(arch, w, 0)
                     lines[arch].points.append(
                         (w, predict(replace(base, arch=arch, placement=placement)))
                     )
@@ -194,7 +246,7 @@ def whatif_curves(
                     for sharding in ("round-robin", "balanced"):
                         config = replace(
                             base, arch="ps", ps_sharding=sharding, ps_plan=plans[(k, sharding)],
-                            placement=default_placement("ps", w, k, "dedicated", None),
+                            placement=cluster.placement("ps", w, k),
                         )  # fmt: skip
                         prediction = predict(config)
                         if k == 1 and sharding == "round-robin":
