@@ -5,6 +5,8 @@ fit       fits the model's few free parameters on part of a study's runs and sav
 validate  predicts the study's other configurations with that fit, and reports the error per
           architecture (MAPE and worst case) with a predicted-vs-measured figure;
 whatif    predicted scaling curves of ring / p2p / ps for larger clusters than the one at hand.
+published the model's scaling efficiency against published clusters (the Horovod benchmark,
+          TensorFlow's distributed PS benchmark), with each term added in turn.
 map       per workload, the architecture predicted fastest over two axes (workers, bandwidth,
           latency, model size) and where the winner changes (crossover_report).
 """
@@ -203,6 +205,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", default=None, help=f"figure stem (default <study>/report/{WHATIF_NAME})"
     )
     whatif.set_defaults(func=run_whatif)
+
+    published = actions.add_parser(
+        "published",
+        help="predicted scaling efficiency against published clusters (Horovod, TensorFlow PS)",
+    )
+    published.add_argument("--json", action="store_true", help="machine-readable output")
+    published.set_defaults(func=run_published)
 
     crossover = actions.add_parser(
         "map", help="which architecture is predicted fastest over two axes, and where that changes"
@@ -702,6 +711,16 @@ def run_whatif(args: argparse.Namespace) -> int:
             print("  " + describe_walls(label, curve, singles[model]))
     print(f"figure: {', '.join(map(str, paths))}", file=sys.stdout)
     return 0
+
+
+# --------------------------------------------------------------------------- published
+
+
+def run_published(args: argparse.Namespace) -> int:
+    # deferred: the published clusters load only for `model published`
+    from archbench.perfmodel.optimize.published import run_published as published
+
+    return published(args)
 
 
 # --------------------------------------------------------------------------- crossover map
