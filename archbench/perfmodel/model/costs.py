@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from archbench.common.archs import gathers_rows, has_servers, owns_shards
+from archbench.common.errors import UsageError
 from archbench.compression import (
     INDEX_BYTES,
     PS_INDEX_BYTES,
     VALUE_BYTES,
     powersgd_payload,
 )
-from archbench.errors import UsageError
 from archbench.perfmodel.measure.calibration import Calibration
 from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.inputs import (
