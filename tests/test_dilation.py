@@ -4,6 +4,7 @@ environment, loaded baselines in a study's plan and the report's fidelity notes.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +28,7 @@ from archbench.cluster.state import link_rate
 from archbench.common.bandwidth import Bandwidth
 from archbench.common.errors import UsageError
 from archbench.record import append_record, cluster_section, in_virtual_time
-from archbench.runtime.loop import step_blocks
+from archbench.runtime.loop import steady_compute, step_blocks
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import load_spec
 from archbench.sweep.target import ClusterTarget
@@ -59,6 +60,27 @@ def test_durations_are_divided_and_rates_multiplied_by_the_dilation() -> None:
     }
     assert in_virtual_time(timing, 1.0) == timing
     assert timing["wall_s"] == 8.0  # a copy: the real figures stay as they were
+
+
+class _Passes:
+    """A trainer whose compute pass takes `pass_s` (the loop calls nothing else here)."""
+
+    def __init__(self, pass_s: float) -> None:
+        self.pass_s, self.calls = pass_s, 0
+
+    def compute_pass(self, x, y) -> None:
+        self.calls += 1
+        time.sleep(self.pass_s)
+
+
+def test_a_probe_window_leaves_out_the_pass_the_exchange_ended_into() -> None:
+    """The probe's own pass (here 50x a steady one, as an exchange's tail can make it on a node)
+    is left out of the window's mean; without a window it is all there is."""
+    trainer = _Passes(0.002)
+    mean_s, passes = steady_compute(trainer, None, None, first_pass_s=0.1, window_s=0.02)
+    assert passes == trainer.calls >= 5
+    assert 0.002 <= mean_s < 0.02  # the 0.1 s pass would put the mean at 0.1 / passes or more
+    assert steady_compute(_Passes(0.002), None, None, 0.1, 0.0) == (0.1, 1)
 
 
 def test_steps_are_summarised_over_blocks_of_a_few_periods() -> None:
