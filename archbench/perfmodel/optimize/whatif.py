@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from archbench.common.archs import ARCHS
+from archbench.common.archs import ARCHS, is_baseline, uses_horovod
 from archbench.common.bandwidth import parse_bandwidth
 from archbench.common.errors import UsageError
 from archbench.perfmodel.fit.records import Observation
@@ -99,9 +99,9 @@ class ClusterOptions:
         only: other architectures see the hosts through their placement)."""
         return replace(
             config,
-            devices_per_host=self.devices_per_host if config.arch == "ring" else 1,
+            devices_per_host=self.devices_per_host if uses_horovod(config.arch) else 1,
             allreduce_algorithm=self.allreduce_algorithm,
-            overlap_schedule=self.overlap_schedule if config.arch == "ring" else "fraction",
+            overlap_schedule=self.overlap_schedule if uses_horovod(config.arch) else "fraction",
             pipelined_buffers=self.pipelined_buffers,
             fusion_threshold_mb=self.fusion_threshold_mb,
             call_s=self.call_s,
@@ -217,7 +217,7 @@ def whatif_curves(
                 )  # fmt: skip
 
             def predict(config: StepConfig) -> StepPrediction:
-                if config.arch != "single":
+                if not is_baseline(config.arch):
                     config = cluster.configure(config)
                 return predict_step(config, params, calib)
 
