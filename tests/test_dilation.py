@@ -28,7 +28,7 @@ from archbench.cluster.state import link_rate
 from archbench.common.bandwidth import Bandwidth
 from archbench.common.errors import UsageError
 from archbench.record import append_record, cluster_section, in_virtual_time
-from archbench.runtime.loop import steady_compute, step_blocks
+from archbench.runtime.loop import metered_compute, steady_compute, step_blocks
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import load_spec
 from archbench.sweep.target import ClusterTarget
@@ -73,14 +73,23 @@ class _Passes:
         time.sleep(self.pass_s)
 
 
-def test_a_probe_window_leaves_out_the_pass_the_exchange_ended_into() -> None:
-    """The probe's own pass (here 50x a steady one, as an exchange's tail can make it on a node)
-    is left out of the window's mean; without a window it is all there is."""
+def test_a_probe_window_leaves_out_the_passes_that_follow_a_wait() -> None:
+    """The probe's own pass (here 50x a steady one, as a wait before it can make it on a node)
+    and the first after the probe's exchange are left out of the window's mean, also of the
+    meter's; without a window the probe's pass is all there is."""
     trainer = _Passes(0.002)
     mean_s, passes = steady_compute(trainer, None, None, first_pass_s=0.1, window_s=0.02)
-    assert passes == trainer.calls >= 5
+    assert passes == trainer.calls - 1 >= 5
     assert 0.002 <= mean_s < 0.02  # the 0.1 s pass would put the mean at 0.1 / passes or more
     assert steady_compute(_Passes(0.002), None, None, 0.1, 0.0) == (0.1, 1)
+    metered = _Passes(0.002)
+    mean_s, passes, _share = metered_compute(metered, None, None, 0.1, 0.02, time.process_time)
+    assert passes == metered.calls - 1 >= 5 and mean_s < 0.02
+    assert metered_compute(_Passes(0.002), None, None, 0.1, 0.0, time.process_time) == (
+        0.1,
+        1,
+        None,
+    )
 
 
 def test_steps_are_summarised_over_blocks_of_a_few_periods() -> None:

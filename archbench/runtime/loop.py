@@ -143,13 +143,20 @@ def steady_compute(
     `window_s` is covered; without a window (no CPU quota), the probe's own pass alone. Extra
     passes change nothing: their results are dropped.
 
-    The window's passes follow the probe's own pass and leave it out: that pass starts as the
-    exchange ends, and on an emulated node the exchange's tail (the kernel's work for a shaped
-    link, charged to whichever thread runs) lands in it, where a host's network card would work
-    beside the compute thread. At 100 Mbit/s it made a 1 ms mlp pass read 5-27 ms."""
+    Under a window, the passes that follow a wait are left out: the probe's own (after the
+    step before) and the first after the probe's exchange. On an emulated node the first pass
+    after a wait is slow, the more so the longer the wait, its threads using more than a core
+    (the map study's mlp at 100 Mbit/s, W = 2 and 3: 2.1-18.8 ms a pass with both in the window,
+    1.1-3.6 ms without them; 1.0-1.9 ms at 1 Gbit/s; 27-52 ms where the window began after a
+    sleep as long as the exchange). Why a wait costs so much there is not settled."""
     if window_s <= 0:
         return first_pass_s, 1
     one_pass = partial(trainer.compute_pass, x, y)
+    one_pass()  # the first after the exchange
+    return _window(one_pass, window_s)
+
+
+def _window(one_pass: Callable[[], None], window_s: float) -> tuple[float, int]:
     started = time.perf_counter()
     one_pass()
     return repeated_pass(one_pass, time.perf_counter() - started, window_s)
@@ -161,8 +168,12 @@ def metered_compute(
     """`steady_compute`, and the virtual cores this process's own threads used over the repeated
     passes (their CPU seconds over their virtual seconds; None when no pass was repeated or the
     meter could not read)."""
+    if window_s <= 0:
+        return first_pass_s, 1, None
+    one_pass = partial(trainer.compute_pass, x, y)
+    one_pass()  # the first after the exchange, left out as `steady_compute` says
     cpu_before, started = cpu_meter(), time.perf_counter()
-    compute_s, passes = steady_compute(trainer, x, y, first_pass_s, window_s)
+    compute_s, passes = _window(one_pass, window_s)
     virtual_s = (time.perf_counter() - started) / dilation_factor()
     cpu_s = cpu_meter() - cpu_before
     share = cpu_s / virtual_s if passes > 1 and virtual_s > 0 and math.isfinite(cpu_s) else None
