@@ -149,33 +149,30 @@ def steady_compute(
     (the map study's mlp at 100 Mbit/s, W = 2 and 3: 2.1-18.8 ms a pass with both in the window,
     1.1-3.6 ms without them; 1.0-1.9 ms at 1 Gbit/s; 27-52 ms where the window began after a
     sleep as long as the exchange). Why a wait costs so much there is not settled."""
-    if window_s <= 0:
-        return first_pass_s, 1
-    one_pass = partial(trainer.compute_pass, x, y)
-    one_pass()  # the first after the exchange
-    return _window(one_pass, window_s)
-
-
-def _window(one_pass: Callable[[], None], window_s: float) -> tuple[float, int]:
-    started = time.perf_counter()
-    one_pass()
-    return repeated_pass(one_pass, time.perf_counter() - started, window_s)
+    return metered_compute(trainer, x, y, first_pass_s, window_s, None)[:2]
 
 
 def metered_compute(
-    trainer: Trainer, x, y, first_pass_s: float, window_s: float, cpu_meter: Callable[[], float]
+    trainer: Trainer,
+    x,
+    y,
+    first_pass_s: float,
+    window_s: float,
+    cpu_meter: Callable[[], float] | None,
 ) -> tuple[float, int, float | None]:
     """`steady_compute`, and the virtual cores this process's own threads used over the repeated
-    passes (their CPU seconds over their virtual seconds; None when no pass was repeated or the
-    meter could not read)."""
+    passes (their CPU seconds over their virtual seconds; None without a meter, when no pass was
+    repeated or the meter could not read)."""
     if window_s <= 0:
         return first_pass_s, 1, None
     one_pass = partial(trainer.compute_pass, x, y)
     one_pass()  # the first after the exchange, left out as `steady_compute` says
-    cpu_before, started = cpu_meter(), time.perf_counter()
-    compute_s, passes = _window(one_pass, window_s)
+    cpu_before = cpu_meter() if cpu_meter else math.nan
+    started = time.perf_counter()
+    one_pass()
+    compute_s, passes = repeated_pass(one_pass, time.perf_counter() - started, window_s)
     virtual_s = (time.perf_counter() - started) / dilation_factor()
-    cpu_s = cpu_meter() - cpu_before
+    cpu_s = cpu_meter() - cpu_before if cpu_meter else math.nan
     share = cpu_s / virtual_s if passes > 1 and virtual_s > 0 and math.isfinite(cpu_s) else None
     return compute_s, passes, share
 
