@@ -148,7 +148,7 @@ class P2PTrainer(Trainer):
         # Each variable's part of the vector as a view in its shape, handed to one compiled
         # call that converts and assigns each: one copy of the vector fewer than splitting a
         # whole-vector tensor (wide_mlp's 80 MB: 40 ms against 57 on an uncapped core; that
-        # write-back took 88-199 ms of a 0.9-1.0 s exchange at W = 2 on an emulated node).
+        # write-back took 88-236 ms of a 0.82-0.97 s exchange at W = 2 on an emulated node).
         self._param_views = [
             self.params[low:high].reshape(shape)
             for low, high, shape in zip(self.offsets[:-1], self.offsets[1:], self.shapes)
