@@ -169,11 +169,12 @@ def test_fidelity_check_meters_a_crowded_node_and_judges_every_run_against_the_m
     for crowded in (node, machine):
         assert crowded["core_share"] < 0.8 * crowded["baseline_core_share"], table
     assert "crowded-machine" in set(oversubscribed(study.ok)["run_id"])
-    # The crowded node's ranks got half a virtual core each or less (0.25 measured): at the same
-    # CPU a pass that alone at least doubles their compute, past the noise of any baseline seen
-    # here (its compute spread 5-18% between repetitions), so the verdict flags it
-    # for the cores it did not get, whatever its compute time did (with the share halved, a CI
-    # run measured each crowded pass at 0.61x the baseline's CPU, so the time alone moved less).
+    # The crowded node's ranks got half a virtual core each or less (0.33-0.43 measured): at the
+    # same CPU a pass that alone at least doubles their compute, past the tolerance of the
+    # baselines seen here (their compute spread 7-27% between repetitions: a tolerance of 1.2-2.3x
+    # with five), so the verdict flags it for the cores it did not get, whatever its compute time
+    # did (with the share halved, a CI run measured each crowded pass at 0.61x the baseline's
+    # CPU, so the time alone moved less). Baselines spread past about 28% would hide a halving.
     # (The crowded machine's shortfall, about a third, is judged like every run's, below.)
     assert node["short_of_cores"] and node["flagged"], table
     assert CORES in [part for part, _ in drift_causes(node)], table

@@ -33,8 +33,12 @@ vary by 5% and more (their other threads' work during the pass), so a bound from
 flagged faithful runs whose threads never waited for a core (2 of 39 in a demo, at 0.95 of the
 baseline's share). It is one-sided (more of a core is the process's other threads working during
 the pass, as they would on a host) and for the lowest of the W workers (one crowded node among
-several is a crowded run), so its bound is the lower 1 - 0.05/W prediction bound of the baseline's
-compute (Bonferroni over the workers), never within `FLOOR`. An engine with
+several is a crowded run), and its bound is the verdict's own tolerance: the share at which the
+shortfall alone would move a pass just outside it. One bound a run, as for the compute: the
+compute's noise is between runs (the machine's speed when each ran), which the W workers of one
+run share, so they are not W draws of it. (A Bonferroni bound over the workers, tried first,
+widened it to about 5 standard deviations with five baselines and let a node of eight ranks on
+four virtual cores, 0.42 of a core each, pass where the baselines spread 27%.) An engine with
 fewer than `MIN_REPETITIONS` one-worker runs has no noise to judge by: its runs are listed as not
 judged, never judged by another engine's. A baseline whose repetitions spread more than
 `UNSTABLE` (relative standard deviation; pyperf calls a benchmark unstable past 10%) is named.
@@ -118,25 +122,22 @@ class EngineBaseline:
     def log_tolerance(self) -> float:
         """The half-width, in log(compute ÷ center), of the prediction interval of one more
         repetition, never under FLOOR; NaN with too few repetitions."""
-        return _log_half_width(self.compute_s, (1 - LEVEL) / 2)
+        return _log_half_width(self.compute_s)
 
-    def core_share_floor(self, workers: int) -> float:
-        """The least share of a virtual core the lowest of `workers` faithful workers gets: the
-        baseline's share over the one-sided 1 - (1 - LEVEL)/workers prediction bound of its
-        compute (a shortfall past it would, at the same CPU a pass, slow the compute past the
-        noise), never within FLOOR; NaN where the shares were not metered or too few ran."""
-        log_width = _log_half_width(self.compute_s, (1 - LEVEL) / max(workers, 1))
-        return float(self.core_share * math.exp(-log_width))
+    def core_share_floor(self) -> float:
+        """The least share of a virtual core a faithful worker gets: the baseline's share over
+        1 + the tolerance (a shortfall past it would, at the same CPU a pass, slow the compute
+        outside the noise); NaN where the shares were not metered or too few ran."""
+        return float(self.core_share * math.exp(-self.log_tolerance()))
 
 
-def _log_half_width(values: list[float], tail: float) -> float:
-    """Student's t half-width, on the log scale, of the prediction interval of one more of
-    `values` with `tail` beyond it on the side judged; never under log(1 + FLOOR); NaN with fewer
-    than MIN_REPETITIONS values."""
+def _log_half_width(values: list[float]) -> float:
+    """Student's t half-width, on the log scale, of the LEVEL prediction interval of one more of
+    `values`; never under log(1 + FLOOR); NaN with fewer than MIN_REPETITIONS values."""
     count = len(values)
     if count < MIN_REPETITIONS:
         return math.nan
-    t = float(scipy_stats.t.ppf(1 - tail, count - 1))
+    t = float(scipy_stats.t.ppf(1 - (1 - LEVEL) / 2, count - 1))
     spread = t * float(np.std(np.log(values), ddof=1)) * math.sqrt(1 + 1 / count)
     return max(math.log1p(FLOOR), spread)
 
@@ -196,7 +197,7 @@ def drift_table(ok: pd.DataFrame) -> pd.DataFrame:
         baseline_share = baseline.core_share
         metered = [share for _, share in workers if not math.isnan(share)]
         lowest_share = min(metered) if metered else math.nan
-        share_floor = baseline.core_share_floor(len(workers))
+        share_floor = baseline.core_share_floor()
         compute_outside = abs(math.log(median_ratio)) > log_tolerance
         short_of_cores = bool(lowest_share < share_floor)  # False where either is NaN
         row.update(
