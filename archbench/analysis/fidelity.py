@@ -36,9 +36,11 @@ the pass, as they would on a host) and for the lowest of the W workers (one crow
 several is a crowded run), and its bound is the verdict's own tolerance: the share at which the
 shortfall alone would move a pass just outside it. One bound a run, as for the compute: the
 compute's noise is between runs (the machine's speed when each ran), which the W workers of one
-run share, so they are not W draws of it. (A Bonferroni bound over the workers, tried first,
-widened it to about 5 standard deviations with five baselines and let a node of eight ranks on
-four virtual cores, 0.42 of a core each, pass where the baselines spread 27%.) An engine with
+run share, so they are not W draws of it. (A Bonferroni bound over the workers,
+tried first, lay about 5 standard deviations of the baselines' log compute below their share
+with five baselines, this one 3: where that deviation is 0.30, as in one CI run, both still let
+a node of eight ranks on four virtual cores, 0.42 of a core each, pass; past 0.23 a halved
+share lies inside the noise.) An engine with
 fewer than `MIN_REPETITIONS` one-worker runs has no noise to judge by: its runs are listed as not
 judged, never judged by another engine's. A baseline whose repetitions spread more than
 `UNSTABLE` (relative standard deviation; pyperf calls a benchmark unstable past 10%) is named.
