@@ -13,6 +13,7 @@ from record_files import built_record
 
 from archbench.analysis.fidelity import (
     CORE_WAIT_LIMIT,
+    CORES,
     FLOOR,
     drift_causes,
     drift_table,
@@ -79,12 +80,13 @@ def test_a_probe_window_leaves_out_the_passes_that_follow_a_wait() -> None:
     meter's; without a window the probe's pass is all there is."""
     trainer = _Passes(0.002)
     mean_s, passes = steady_compute(trainer, None, None, first_pass_s=0.1, window_s=0.02)
-    assert passes == trainer.calls - 1 >= 5
+    # repeated (how often depends on how long a 2 ms sleep takes on a busy machine)
+    assert passes == trainer.calls - 1 >= 2
     assert 0.002 <= mean_s < 0.02  # the 0.1 s pass would put the mean at 0.1 / passes or more
     assert steady_compute(_Passes(0.002), None, None, 0.1, 0.0) == (0.1, 1)
     metered = _Passes(0.002)
     mean_s, passes, _share = metered_compute(metered, None, None, 0.1, 0.02, time.process_time)
-    assert passes == metered.calls - 1 >= 5 and mean_s < 0.02
+    assert passes == metered.calls - 1 >= 2 and mean_s < 0.02
     assert metered_compute(_Passes(0.002), None, None, 0.1, 0.0, time.process_time) == (
         0.1,
         1,
@@ -189,7 +191,7 @@ def test_a_loaded_baseline_runs_beside_workers_minus_one_companions(
 def _record(run_id: str, arch: str, workers: int, compute_s: list[float], **more) -> dict:
     servers = 1 if arch == "ps" else 0
     world = servers + (workers if arch != "single" else 1 + more.get("companions", 0))
-    hosts = [f"node{k}" for k in range(1, world + 1)]
+    hosts = more.get("hosts") or [f"node{k}" for k in range(1, world + 1)]
     config = {"arch": arch, "model": "mlp", "dataset": "fashion_mnist", "batch_size": 32,
               "global_batch_size": 32 * workers, "companions": more.get("companions", 0)}  # fmt: skip
     return built_record(
@@ -211,9 +213,11 @@ def _record(run_id: str, arch: str, workers: int, compute_s: list[float], **more
         fidelity={
             "emulated": True,
             "dilation": 3.0,
+            "vcpus_per_node": 4,
+            "vcpus_per_process": 1,
             "machine_idle_share": more.get("idle", 0.3),
             "cap_cost_ratio": more.get("cap_cost", None),
-            "nodes": {host: {"core_wait_share": more.get("wait", 0.01)} for host in hosts},
+            "nodes": {host: {"core_wait_share": more.get("wait", 0.01)} for host in set(hosts)},
         },
     )
 
@@ -385,6 +389,35 @@ def test_a_drift_is_named_by_its_part_less_of_a_core_or_costlier_work(tmp_path: 
     assert "0.49 virtual cores against the baseline's 0.98, below the 0.93 its noise allows" in note
     assert "Of the 3 whose CPU was metered, 2 had a worker get a different share" in note
     assert ", 2 a worker whose pass took more or less CPU" in note
+
+
+def test_a_node_holding_more_processes_than_its_virtual_cores_is_flagged_whatever_the_noise(
+    tmp_path: Path,
+) -> None:
+    study = _study(
+        tmp_path,
+        *_reps("ring", [0.0010, 0.0016, 0.0010], shares=[0.98]),  # noisy: a tolerance past 2x
+        # Eight ranks on one node of four virtual cores, half a core each: inside this noise,
+        # by its compute and by its share, and still a node the dilation could not honour.
+        _record("packed", "ring", 8, [0.0016] * 8, shares=[0.49] * 8, hosts=["node1"] * 8),
+        # Four on it: within its cores.
+        _record("full", "ring", 4, [0.0012] * 4, shares=[0.97] * 4, hosts=["node1"] * 4),
+    )
+    table = drift_table(study.ok).set_index("run_id")
+    packed, full = table.loc["packed"], table.loc["full"]
+    assert packed["tolerance"] > 1 and not packed["compute_outside"], table
+    assert packed["lowest_core_share"] > packed["core_share_floor"], table
+    assert packed["flagged"] and packed["short_of_cores"], table
+    assert packed["crowded_node"] == "node1 holds 8 processes of 1 virtual core each on its 4"
+    assert not full["flagged"] and full["crowded_node"] == "", table
+    assert [part for part, _ in drift_causes(packed)] == [CORES]
+    (note,) = [n for n in fidelity_notes(study.ok) if n.startswith("Fidelity")]
+    assert (
+        "a node crowded past its virtual cores (node1 holds 8 processes of 1 virtual core each "
+        "on its 4; its lowest worker got 0.49 virtual cores while computing against the "
+        "baseline's 0.98)" in note
+    ), note
+    assert "1 of them on a node crowded past its virtual cores" in note, note
 
 
 def test_capped_work_that_cost_more_cpu_at_up_is_said(tmp_path: Path) -> None:

@@ -40,7 +40,11 @@ run share, so they are not W draws of it. (A Bonferroni bound over the workers,
 tried first, lay about 5 standard deviations of the baselines' log compute below their share
 with five baselines, this one 3: where that deviation is 0.30, as in one CI run, both still let
 a node of eight ranks on four virtual cores, 0.42 of a core each, pass; past 0.23 a halved
-share lies inside the noise.) An engine with
+share lies inside the noise.) So a run is also flagged for its cores, whatever the meters read,
+where one of its nodes holds more processes than its virtual cores give each its cap
+(`crowded_node`: the record's hosts against `fidelity.vcpus_per_node` and
+`fidelity.vcpus_per_process`): a placement the dilation cannot honour, as a host of that many
+cores could not, known without noise. An engine with
 fewer than `MIN_REPETITIONS` one-worker runs has no noise to judge by: its runs are listed as not
 judged, never judged by another engine's. A baseline whose repetitions spread more than
 `UNSTABLE` (relative standard deviation; pyperf calls a benchmark unstable past 10%) is named.
@@ -201,7 +205,9 @@ def drift_table(ok: pd.DataFrame) -> pd.DataFrame:
         lowest_share = min(metered) if metered else math.nan
         share_floor = baseline.core_share_floor()
         compute_outside = abs(math.log(median_ratio)) > log_tolerance
-        short_of_cores = bool(lowest_share < share_floor)  # False where either is NaN
+        crowded_node = str(run.get("crowded_node") or "")
+        # False where either share is NaN
+        short_of_cores = bool(lowest_share < share_floor) or bool(crowded_node)
         row.update(
             judged=True,
             why_not="",
@@ -221,6 +227,7 @@ def drift_table(ok: pd.DataFrame) -> pd.DataFrame:
             cpu_ratio=worst_compute * worst_share / (baseline.center_s * baseline_share),
             lowest_core_share=lowest_share,
             core_share_floor=share_floor,
+            crowded_node=crowded_node,
         )
         rows.append(row)
     return pd.DataFrame(rows)
@@ -237,23 +244,35 @@ CORES, COST = "cores", "cost"  # the two parts of a drift (see drift_causes)
 
 def drift_causes(row: pd.Series) -> list[tuple[str, str]]:
     """Why a run was flagged, as (part, words): the virtual cores its workers got while
-    computing (CORES: a worker below the share its baseline's noise allows, or the worst worker's
-    share more than the tolerance above the baseline's), and the CPU a pass cost (COST: moved by
-    more than the tolerance). Empty where the records metered no CPU."""
+    computing (CORES: a node holding more processes than its virtual cores, a worker below the
+    share its baseline's noise allows, or the worst worker's share more than the tolerance above
+    the baseline's), and the CPU a pass cost (COST: moved by more than the tolerance). Only the
+    crowded node where the records metered no CPU."""
     cpu_ratio, share, base_share = row["cpu_ratio"], row["core_share"], row["baseline_core_share"]
-    if any(math.isnan(value) for value in (cpu_ratio, share, base_share)) or base_share <= 0:
-        return []
-    limit = math.log1p(row["tolerance"])
+    crowded = row.get("crowded_node") if isinstance(row.get("crowded_node"), str) else ""
+    metered = not any(math.isnan(value) for value in (cpu_ratio, share, base_share))
+    metered = metered and base_share > 0
     causes = []
+    if crowded:
+        got = (
+            f"; its lowest worker got {row['lowest_core_share']:.2f} virtual cores while "
+            f"computing against the baseline's {base_share:.2f}"
+            if metered
+            else ""
+        )
+        causes.append((CORES, f"a node crowded past its virtual cores ({crowded}{got})"))
+    if not metered:
+        return causes
+    limit = math.log1p(row["tolerance"])
     short = row.get("short_of_cores")
-    if isinstance(short, (bool, np.bool_)) and short:
+    if not crowded and isinstance(short, (bool, np.bool_)) and short:
         causes.append((
             CORES,
             f"less of a core while computing ({row['lowest_core_share']:.2f} virtual cores "
             f"against the baseline's {base_share:.2f}, below the {row['core_share_floor']:.2f} "
             "its noise allows)",
         ))  # fmt: skip
-    elif math.log(share / base_share) > limit:
+    elif not crowded and math.log(share / base_share) > limit:
         causes.append((
             CORES,
             f"more of a core while computing ({share:.2f} virtual cores against the "
@@ -394,7 +413,8 @@ def _verdict_note(ok: pd.DataFrame) -> str | None:
         f"more of those runs, Student's t on their log compute, never within {FLOOR:.0%}; "
         "and where a worker got so much less of a virtual core while computing than those runs "
         "did that the shortfall alone would slow its compute past that noise, for the lowest "
-        "of its workers): "
+        "of its workers, or where one of its nodes holds more processes than its virtual cores "
+        "give each its cap): "
     )
     if judged.empty:
         verdict = "no run could be judged"
@@ -446,10 +466,12 @@ def _cause_words(flagged: pd.DataFrame) -> str:
     causes = [{part for part, _ in drift_causes(row)} for _, row in metered.iterrows()]
     cores = sum(CORES in found for found in causes)
     cost = sum(COST in found for found in causes)
+    crowded = int((metered["crowded_node"].astype(str) != "").sum())
+    on_crowded = f", {crowded} of them on a node crowded past its virtual cores" if crowded else ""
     return (
         f". Of the {len(metered)} whose CPU was metered, {cores} had a worker get a different "
         "share of a core than its baseline while computing (cores shared with other nodes, or "
-        f"the run's own threads in its budget), {cost} a worker whose pass took more or less "
+        f"the run's own threads in its budget{on_crowded}), {cost} a worker whose pass took more or less "
         "CPU (caches shared with nodes computing at once, a capped thread's caches emptied "
         "while its cap stopped it, the machine's speed when each ran, other threads of the "
         "process working during the pass)"

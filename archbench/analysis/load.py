@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -309,6 +310,30 @@ def _worst_node(nodes: Any, key: str) -> float:
     return max(values) if values else math.nan
 
 
+def _crowded_node(flat: dict[str, Any]) -> str:
+    """The busiest node of a dilated run where its processes, each capped at
+    `fidelity.vcpus_per_process` virtual cores, want more than the node's
+    `fidelity.vcpus_per_node`: the node cannot give each the cores the dilation promised, as a
+    host of that many cores could not. "" elsewhere (and where the record lacks the keys)."""
+    hosts, node_vcpus, process_vcpus = (
+        flat.get("cluster.hosts"),
+        _number(flat.get("fidelity.vcpus_per_node")),
+        _number(flat.get("fidelity.vcpus_per_process")),
+    )
+    capped = _number(flat.get("fidelity.dilation")) > 0  # NaN compares False: no caps, no promise
+    if not capped or not isinstance(hosts, list) or not hosts:
+        return ""
+    if math.isnan(node_vcpus + process_vcpus):
+        return ""
+    host, processes = Counter(hosts).most_common(1)[0]
+    if processes * process_vcpus <= node_vcpus:
+        return ""
+    return (
+        f"{host} holds {processes} processes of {process_vcpus:g} virtual core each on its "
+        f"{node_vcpus:g}"
+    )
+
+
 def _ps_link_bytes(flat: dict[str, Any]) -> float:
     """Bytes per step on the busier direction of the first PS host's link (emulated runs)."""
     nodes, hosts, roles = (
@@ -440,6 +465,7 @@ def _row(flat: dict[str, Any], record: RunRecord) -> dict[str, Any]:
     row["core_share_per_worker"] = [_number(share) for _, _, share in workers]
     row["emulated"] = bool(flat.get("fidelity.emulated"))
     row["core_wait_share"] = _worst_node(flat.get("fidelity.nodes"), "core_wait_share")
+    row["crowded_node"] = _crowded_node(flat)
     # Nodes computing at once: a W-worker run's workers, a baseline's own and its companions'.
     row["load_nodes"] = (
         row["workers"]
