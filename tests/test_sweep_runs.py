@@ -456,11 +456,12 @@ def test_the_demo_study_covers_every_architecture_and_each_placement(tmp_path):
     emulated = sweep(spec, "--dry-run", "--cluster", "emulated")
     assert emulated.returncode == 0, emulated.stderr
     commands = [line for line in emulated.stdout.splitlines() if not line.startswith("#")]
-    # (2 single + 2 ring + 2 p2p + 5 ps) x 3 repetitions: the single baseline of W workers
-    # computes beside W - 1 companions; ps on a dedicated host, beside a worker, and (2 workers
-    # only, within a host's 4 virtual cores) every process on one host; and the also: blocks,
-    # the last one each architecture with one worker and nothing beside it
-    assert len(commands) == 33 + 8 + 3 + 3 + 12
+    # (1 single + 2 ring + 2 p2p + 5 ps) x 3 repetitions: single alone, whatever W; ps on a
+    # dedicated host, beside a worker, and (2 workers only, within a host's 4 virtual cores)
+    # every process on one host; and the also: blocks, the last one each architecture with one
+    # worker (single's is the one the design already runs)
+    assert len(commands) == 30 + 8 + 3 + 3 + 9
+    assert not any("--companions" in command for command in commands)
     alone = [c for c in commands if "-np 1 " in c and "--companions" not in c]
     assert {
         arch for arch in ("single", "ring", "p2p") if any(f"--arch {arch} " in c for c in alone)
@@ -477,8 +478,6 @@ def test_the_demo_study_covers_every_architecture_and_each_placement(tmp_path):
         "--arch ps",
         "--model mlp",
         "--sync",
-        "--companions 1",
-        "--companions 3",
         "-np 2 ",
         "-np 4 ",
         "-np 3 ",

@@ -180,7 +180,7 @@ def normalise(
                 f"bandwidth={config['bandwidth']} needs the emulated cluster (--cluster emulated), "
                 f"not {target.kind}"
             )
-    elif _loaded_baseline(spec, target) and int(merged.get("workers") or 1) > 1:
+    elif spec.baseline_load == "loaded" and int(merged.get("workers") or 1) > 1:
         # The baseline of a W-worker comparison, measured with W - 1 companions beside it.
         config.setdefault("companions", int(merged["workers"]) - 1)
     if "epochs" in config and "steps" in config:
@@ -205,12 +205,6 @@ def _untraceable(config: dict[str, Any]) -> str | None:
 
     length = ("warmup_steps", "probe_every", "timeline_steps")
     return too_short(config["steps"], *(config.get(n, SETTINGS[n].default) for n in length))
-
-
-def _loaded_baseline(spec: StudySpec, target: ClusterTarget) -> bool:
-    if spec.baseline_load == "auto":
-        return kind_of(target).loads_baselines
-    return spec.baseline_load == "loaded"
 
 
 def _check_model(config: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ ORDERS = ("random", "blocked", "design")
 # How a study's `single` baseline runs beside a `workers` factor: alone on one host, or loaded
 # (with workers - 1 companions training at the same time on other hosts, as a W-worker job
 # loads the machine); auto: loaded on the emulated cluster, whose nodes share one machine.
-BASELINE_LOADS = ("auto", "alone", "loaded")
+BASELINE_LOADS = ("alone", "loaded")
 # The whole name (fullmatch): it names the results folder and the Slurm job.
 _STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _TOP_KEYS = {
@@ -147,7 +147,9 @@ class StudySpec:
     repetitions: int = 1
     seed_per_repetition: bool = True
     order: str = "random"
-    baseline_load: str = "auto"
+    # `loaded`: `single` of a W-worker design point runs with W - 1 companions computing beside it
+    # on nodes of their own (`runs/companions.yaml` measured them moving nothing past the noise)
+    baseline_load: str = "alone"
     timeout_s: float = 600.0
     timeouts: list[TimeoutRule] = field(default_factory=list)
     launch_retries: int = 2  # tries again of a run whose launcher could not start (no rank ran)
@@ -247,7 +249,7 @@ def parse_spec(
     spec.repetitions = _int(raw, "repetitions", 1, where, 1, limits.MAX_REPETITIONS)
     spec.seed_per_repetition = _bool(raw, "seed_per_repetition", True, where)
     spec.order = _choice(raw, "order", "random", ORDERS, where)
-    spec.baseline_load = _choice(raw, "baseline_load", "auto", BASELINE_LOADS, where)
+    spec.baseline_load = _choice(raw, "baseline_load", "alone", BASELINE_LOADS, where)
     spec.timeout_s = _positive_number(raw.get("timeout_s", 600), "timeout_s", where)
     spec.timeouts = _timeouts(raw.get("timeouts"), where)
     spec.launch_retries = _int(raw, "launch_retries", 2, where, 0, limits.MAX_LAUNCH_RETRIES)

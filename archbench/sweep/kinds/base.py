@@ -36,9 +36,6 @@ class ClusterKind:
     # The sweep sets each run's link rate (so `bandwidth` may be a factor), and runs each rate as
     # one block.
     shapes_links = False
-    # `baseline_load: auto` runs `single` with W - 1 companions computing beside it (nodes that
-    # share one machine's cores).
-    loads_baselines = False
     # A one-process run still goes through the launcher (on this machine it need not).
     launches_single = True
     # Every rank runs on this machine's cores, whatever host it is placed on.

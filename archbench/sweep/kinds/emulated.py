@@ -20,7 +20,6 @@ DEFAULT_BANDWIDTH = "1gbit"
 class Emulated(ClusterKind):
     name = "emulated"
     shapes_links = True
-    loads_baselines = True
     on_this_machine = True
     link_words = " unless a run sets bandwidth"
 
