@@ -95,8 +95,9 @@ def _timed(
 # --------------------------------------------------------------------------- MPI
 
 
-def bench_mpi(sizes: list[int], budget_s: float) -> list[dict]:
-    """Ping-pong between ranks 0 and 1 (alpha, beta) and MPI_Allreduce over all ranks."""
+def bench_mpi(sizes: list[int], budget_s: float, allreduce: bool = True) -> list[dict]:
+    """Ping-pong between ranks 0 and 1 (alpha, beta) and MPI_Allreduce over all ranks (unless
+    `allreduce` is False)."""
     # deferred: each bench loads only its own stack; importing mpi4py.MPI initialises MPI
     import numpy as np
     from mpi4py import MPI
@@ -133,7 +134,7 @@ def bench_mpi(sizes: list[int], budget_s: float) -> list[dict]:
                 }
             )
         comm.Barrier()
-    for nbytes in sizes:
+    for nbytes in sizes if allreduce else []:
         count = max(nbytes // 4, 1)
         send = np.ones(count, dtype=np.float32)
         recv = np.empty_like(send)
@@ -501,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--seconds-per-size", type=float, default=0.3)
     parser.add_argument("--allreduce-algorithm", default="ring")
+    parser.add_argument("--no-allreduce", action="store_true", help="mpi: the ping-pong only")
     parser.add_argument("--result-file", required=True)
     args = parser.parse_args(argv)
     mpitransport.apply()  # the transport the runs it prices use, before MPI starts
@@ -516,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # mpi4py initialises MPI on import: the Horovod bench sets the allreduce algorithm first
     if args.bench == "mpi":
-        rows = bench_mpi(args.sizes, args.seconds_per_size)
+        rows = bench_mpi(args.sizes, args.seconds_per_size, not args.no_allreduce)
     elif args.bench == "horovod":
         rows = bench_horovod(args.sizes, args.seconds_per_size, args.allreduce_algorithm)
     else:

@@ -5,7 +5,8 @@ Measured, each as records of kind `microbench` appended to --out and a table on 
   over an OSU-style size ladder, with alpha and beta fitted to it;
 - MPI_Allreduce and Horovod allreduce over every host (algorithm and bus bandwidth,
   busbw = algbw * 2(n-1)/n);
-- push (assign) and pull (read) through one TensorFlow gRPC parameter server;
+- push (assign) and pull (read) through one TensorFlow gRPC parameter server, and the server's
+  own costs (between two hosts where there are two);
 - forward+backward time of each model at each batch size on one worker.
 
 The measuring ranks are started on the given hosts by the mpirun command line that a study's
@@ -23,8 +24,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from archbench.common.archs import arch as architecture
 from archbench.common.archs import uses_horovod
 from archbench.common.errors import RunFailed, UsageError
 from archbench.common.hosts import (
@@ -56,6 +58,9 @@ from archbench.runtime.launch import root_mpi_env
 from archbench.runtime.settings import SETTINGS, add_flag
 from archbench.sweep.kinds import kind_of, resolve_target
 from archbench.sweep.spec import load_spec
+
+if TYPE_CHECKING:
+    from archbench.sweep.plan import PlannedRun
 
 SCHEMA = "archbench.microbench/1"
 BENCHES = ("pt2pt", "allreduce", "horovod", "ps", "compute")
@@ -101,8 +106,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add(
         "--benches",
-        default=",".join(BENCHES),
-        help=f"which measurements, comma separated (default all: {','.join(BENCHES)})",
+        default=None,
+        help=f"which measurements, comma separated (default all: {','.join(BENCHES)}; with "
+        "--study, those the performance model prices the study's runs with)",
     )
     add("--models", default=MODELS, help="models for the compute measurement")
     add("--batch-sizes", default="32,64,128", help="per-worker batch sizes for compute")
@@ -264,9 +270,11 @@ def plan_jobs(
     inter = [HostSlots(name, 1) for name, _ in hosts] if len(hosts) > 1 else None
     jobs = []
     if benches & {"pt2pt", "allreduce"}:
-        jobs.append(("mpi", "intra", intra, ["mpi", *common]))
+        # the ping-pong needs two ranks; MPI's own allreduce, every host
+        mpi = ["mpi", *common] if "allreduce" in benches else ["mpi", *common, "--no-allreduce"]
+        jobs.append(("mpi", "intra", intra, mpi))
         if inter:
-            jobs.append(("mpi", "inter", inter, ["mpi", *common]))
+            jobs.append(("mpi", "inter", inter if "allreduce" in benches else inter[:2], mpi))
     if "horovod" in benches:
         for algorithm in allreduce_algorithms(args.allreduce_algorithms):
             program = ["horovod", *common, "--allreduce-algorithm", algorithm]
@@ -277,12 +285,15 @@ def plan_jobs(
             else:
                 jobs.append(("horovod", "intra", intra, program))
     if "ps" in benches:
-        jobs.append(("ps", "intra", intra, ["ps", *common, "--hosts", f"{first},{first}"]))
+        # The server's costs (per request, per byte absorbed and applied) are its own CPU's,
+        # whichever host its client is on: timed once, between two hosts where there are two.
         if inter:
             pair = [inter[0], inter[1]]
             jobs.append(
                 ("ps", "inter", pair, ["ps", *common, "--hosts", f"{pair[0][0]},{pair[1][0]}"])
             )
+        else:
+            jobs.append(("ps", "intra", intra, ["ps", *common, "--hosts", f"{first},{first}"]))
     if "compute" in benches:
         for sharing in positive_ints(
             args.compute_sharing, "--compute-sharing", MAX_COMPUTE_SHARING
@@ -422,6 +433,9 @@ def run_for_study(args: argparse.Namespace) -> int:
             cluster.ensure(target.bandwidth)
         hosts = [HostSlots(name, 1) for name, _ in target.hosts]
         here = fingerprint_of_hosts([name for name, _ in hosts])
+        if args.benches is None:
+            args.benches, why = study_benches(runs, here)
+            print(f"[microbench] measuring {args.benches}: {why}", file=sys.stderr, flush=True)
         out = Path(args.out)
         if out.is_file() and not args.force:
             known = load_calibration(out, here)
@@ -437,13 +451,48 @@ def run_for_study(args: argparse.Namespace) -> int:
             cluster.close()
 
 
+def study_benches(runs: list[PlannedRun], here: dict[str, Any]) -> tuple[str, str]:
+    """The measurements the performance model prices a study's runs with (`--benches`), and
+    why the others are left out. MPI's own allreduce only fills the table. Compute is the fit's
+    from the study's own `single` runs where every model and batch size has them, and its
+    slow-down with processes sharing cores is nil where each process has cores of its own: one
+    per host, or on a dilated node no more processes than its virtual cores."""
+    benches = ["pt2pt"]
+    left_out = ["allreduce (MPI's own: the model does not price with it)"]
+    if any(uses_horovod(run.arch) and len(run.layout) > 1 for run in runs):
+        benches.append("horovod")
+    if any(architecture(run.arch).has_servers for run in runs):
+        benches.append("ps")
+    workloads = {(run.config.get("model"), run.config.get("batch_size")) for run in runs}
+    timed = {
+        (run.config.get("model"), run.config.get("batch_size"))
+        for run in runs
+        if architecture(run.arch).is_baseline
+    }
+    per_node = here.get("vcpus_per_node") if here.get("dilation") else None
+    cores_each = here.get("vcpus_per_process") or 1
+    shared = any(
+        ranks * cores_each > per_node if per_node else ranks > 1
+        for run in runs
+        for _, ranks in run.layout
+    )
+    if workloads <= timed and not shared:
+        left_out.append(
+            "compute (the fit takes it from the study's single runs, and no process shares "
+            "its cores)"
+        )
+    else:
+        benches.append("compute")
+    return ",".join(benches), "left out " + "; ".join(left_out)
+
+
 def measure(args: argparse.Namespace, hosts: list[HostSlots]) -> int:
     # deferred: the record package (subprocess, platform) loads only when benches run
     from archbench.record import append_record
     from archbench.runtime.environment import environment, new_run_id, now_iso
 
     sizes = parse_sizes(args.sizes)
-    benches = {b.strip() for b in args.benches.split(",") if b.strip()}
+    benches = {b.strip() for b in (args.benches or ",".join(BENCHES)).split(",") if b.strip()}
     unknown = benches - set(BENCHES)
     if unknown or not benches:
         raise UsageError(
