@@ -536,8 +536,6 @@ def measure(args: argparse.Namespace, hosts: list[HostSlots]) -> int:
             for row in run_job(argv, result_file, args.timeout):
                 if row["bench"] == "pt2pt" and "pt2pt" not in benches:
                     continue
-                if row["bench"] == "allreduce_mpi" and "allreduce" not in benches:
-                    continue
                 hosts_of_ranks = rank_hosts(blocks)[: row.get("ranks", 1)]
                 row.update(
                     scope=scope, hosts=hosts_of_ranks, launcher="mpirun", fingerprint=fingerprint
