@@ -140,6 +140,13 @@ def test_explicit_dilation_period_and_quota() -> None:
         dilation.parse("2", 3, 0, 2)
 
 
+def test_a_node_is_crowded_only_past_its_virtual_cores() -> None:
+    # the one rule the report's verdict (records) and microbench's plan (layouts) both use
+    assert not dilation.crowded(4, 4)  # one virtual core each: full, not crowded
+    assert dilation.crowded(5, 4)  # a server beside four workers on a node of four
+    assert not dilation.crowded(2, 4, 2) and dilation.crowded(3, 4, 2)
+
+
 def test_links_are_shaped_to_b_over_d_and_naps_last_d_times_longer() -> None:
     assert link_rate(Bandwidth.tc_rate("1gbit"), 4.0) == Bandwidth(250e6, "250000kbit")
     assert link_rate(Bandwidth.tc_rate("1gbit"), 4.0).text == "250000kbit"

@@ -24,6 +24,7 @@ from archbench.analysis.fmt import placement_label
 from archbench.analysis.labels import data_label, model_label, record_model_labels, short_names
 from archbench.analysis.machine_load import overload_note
 from archbench.analysis.quality import run_metric
+from archbench.cluster import dilation
 from archbench.common.bandwidth import bits_or_none, link_bandwidth_bits
 from archbench.common.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files
@@ -326,7 +327,7 @@ def _crowded_node(flat: dict[str, Any]) -> str:
     if math.isnan(node_vcpus + process_vcpus):
         return ""
     host, processes = Counter(hosts).most_common(1)[0]
-    if processes * process_vcpus <= node_vcpus:
+    if not dilation.crowded(processes, node_vcpus, process_vcpus):
         return ""
     return (
         f"{host} holds {processes} processes of {process_vcpus:g} virtual core each on its "

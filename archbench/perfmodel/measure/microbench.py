@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from archbench.cluster import dilation
 from archbench.common.archs import arch as architecture
 from archbench.common.archs import uses_horovod
 from archbench.common.errors import RunFailed, UsageError
@@ -472,7 +473,7 @@ def study_benches(runs: list[PlannedRun], here: dict[str, Any]) -> tuple[str, st
     per_node = here.get("vcpus_per_node") if here.get("dilation") else None
     cores_each = here.get("vcpus_per_process") or 1
     shared = any(
-        ranks * cores_each > per_node if per_node else ranks > 1
+        dilation.crowded(ranks, per_node, cores_each) if per_node else ranks > 1
         for run in runs
         for _, ranks in run.layout
     )
