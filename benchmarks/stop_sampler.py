@@ -1,67 +1,82 @@
-"""What the stop sampler adds to a traced run's figures: each trace of a study summarised as its
-record summarises it (`archbench.timeline.breakdown.summary`), once as traced and once with the
-sampler's work taken out (no `stopped` spans; each step's throttled time left unplaced, as a
-trace without the sampler has it).
+"""Does the stop sampler earn its place? Traced runs with it on (`--stop-sampler on`, the
+default: a thread of the node library notes where each stop of the CPU budget fell, drawn as a
+span) and off (each traced step's throttled total only), interleaved in one study.
 
-It answers part of the question: what placing the stops changes in the figures the report reads
-(overlap, exposed communication, waits, the share of a step the spans cover). It cannot say what
-the sampler's own thread costs a traced step, nor how the spans derived at a step's edges would
-differ had the stops been unknown while tracing: that needs runs with the sampler off.
+Runs the study `runs/stop-sampler.yaml` (resumable: a second call only prints) and prints, per
+architecture and for each figure the report reads from a trace, the ratio of its mean with the
+sampler on to its mean with it off, with its 95% bootstrap interval
+(`archbench.analysis.stats.ratio_of_means`), and the spread of the runs without it (relative
+standard deviation): an interval that holds 1 says the sampler did not move that figure past the
+noise of this study. The figures: what tracing costs a step (`timeline.cost.ratio`, a traced
+step's median over the same run's timed one: the sampler's thread runs in traced steps only, and
+the ratio within a run leaves the machine's drift out), the untraced steps as a control
+(`timing.step_s_median`), the overlap, the exposed communication and the waits, and the share of
+a step its spans cover (the rest is a gap the chart leaves blank).
 
-Usage: python benchmarks/stop_sampler.py runs/<study>/   (a study with traced runs: runs/demo/)
+Usage: python benchmarks/stop_sampler.py [--study runs/stop-sampler.yaml] [--no-run]
 """
 
 from __future__ import annotations
 
-import argparse
-import copy
-import json
+import math
+import statistics
 import sys
-from pathlib import Path
+from collections import defaultdict
+from typing import Any
 
-from archbench.timeline.breakdown import summary
+from study_run import run_study
 
-SHOWN = ("overlap", "comm_exposed_s", "wait_s", "stopped_s", "throttled_s", "span_coverage_min")
+from archbench.analysis.stats import ratio_of_means
+from archbench.record import read_lines, study_files
 
-
-def without_stops(trace: dict) -> dict:
-    """The trace as the breakdown would read it had no stop been placed."""
-    stripped = copy.deepcopy(trace)
-    kept = []
-    for event in stripped["traceEvents"]:
-        if event.get("cat") == "stopped":
-            continue
-        args = event.get("args")
-        if isinstance(args, dict) and "stops_sampled" in args:
-            args["stops_sampled"] = False
-        kept.append(event)
-    stripped["traceEvents"] = kept
-    return stripped
+FIGURES = (
+    ("timeline.cost.ratio", "traced ÷ timed step"),
+    ("timing.step_s_median", "untraced step"),
+    ("timeline.overlap", "overlap"),
+    ("timeline.comm_exposed_s", "exposed comm"),
+    ("timeline.wait_s", "waits"),
+    ("timeline.span_coverage_median", "span coverage"),
+)
 
 
-def _figure(name: str, value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1e3:.2f} ms" if name.endswith("_s") else f"{value:.3f}"
+def _value(record: dict[str, Any], path: str) -> float:
+    node: Any = record
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return float(node) if isinstance(node, int | float) and not isinstance(node, bool) else math.nan
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("study", help="a study's results folder with traced runs (runs/demo/)")
-    study = Path(parser.parse_args(argv).study)
-    traces = sorted(study.glob("runs/*/timeline.json"))
-    if not traces:
-        print(f"{study}: no traced run (runs/*/timeline.json)", file=sys.stderr)
+    folder = run_study("python benchmarks/stop_sampler.py", "runs/stop-sampler.yaml", argv)
+    if folder is None:
         return 2
-    print(f"{'run':<22} {'':<8} " + " ".join(f"{name:>17}" for name in SHOWN))
-    for path in traces:
-        trace = json.loads(path.read_text())
-        for label, figures in (
-            ("sampled", summary(trace)),
-            ("unplaced", summary(without_stops(trace))),
-        ):
-            cells = " ".join(f"{_figure(name, figures.get(name)):>17}" for name in SHOWN)
-            print(f"{path.parent.name:<22} {label:<8} {cells}")
+    records = [r for r in read_lines(study_files(folder)).records if r.get("status") == "ok"]
+    runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for record in records:
+        config = record.get("config", {})
+        if record.get("timeline"):
+            runs[(config.get("arch"), config.get("stop_sampler", "on"))].append(record)
+    print(
+        f"{'arch':<5} {'figure':<20} {'on':>10} {'off':>10}  {'on ÷ off [95%]':>20}  off's spread"
+    )
+    for arch in sorted({arch for arch, _ in runs}):
+        on, off = runs.get((arch, "on"), []), runs.get((arch, "off"), [])
+        if len(on) < 2 or len(off) < 2:
+            print(f"{arch:<5} fewer than two traced runs at a level: nothing to compare")
+            continue
+        for path, label in FIGURES:
+            a = [v for v in (_value(r, path) for r in on) if not math.isnan(v)]
+            b = [v for v in (_value(r, path) for r in off) if not math.isnan(v)]
+            if len(a) < 2 or len(b) < 2 or statistics.mean(b) == 0:
+                print(f"{arch:<5} {label:<20} {'-':>10} {'-':>10}")
+                continue
+            ratio = ratio_of_means(a, b)
+            interval = f"{ratio['ratio']:.3f} [{ratio['ci_low']:.3f}, {ratio['ci_high']:.3f}]"
+            spread = statistics.stdev(b) / abs(statistics.mean(b))
+            print(
+                f"{arch:<5} {label:<20} {statistics.mean(a):>10.4g} {statistics.mean(b):>10.4g}  "
+                f"{interval:>20}  {spread:.1%} over {len(b)}"
+            )
     return 0
 
 

@@ -72,3 +72,22 @@ def test_each_stop_of_a_capped_thread_is_placed_over_the_time_it_lost(tmp_path: 
     lost = sum(high - low for low, high in jumps)
     covered = sum(max(0, min(high, b) - max(low, a)) for low, high in jumps for a, b in spans)
     assert covered >= 0.85 * lost, (covered, lost, jumps, spans)
+
+
+def test_stop_sampler_off_leaves_a_traced_step_with_its_throttled_total_only(
+    tmp_path: Path,
+) -> None:
+    # on a node (the library loaded) the tracer gets a working sampler with `--stop-sampler on`
+    # and none with `off`: only the budget's throttled total is read around each traced step
+    library = nodelib.build_library(tmp_path)
+    probe = (
+        "from archbench.runtime.emulation import step_throttle\n"
+        "_, on = step_throttle(True)\n"
+        "_, off = step_throttle(False)\n"
+        "print(on is not None and on.library is not None, off is None)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+        env={**os.environ, "LD_PRELOAD": str(library)},
+    )  # fmt: skip
+    assert result.stdout.split() == ["True", "True"], result.stdout

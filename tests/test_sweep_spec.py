@@ -234,3 +234,10 @@ def test_every_checked_in_study_plans_its_runs(checked_in, tmp_path):
     runs = [line for line in proc.stdout.splitlines() if "-m archbench.train" in line]
     assert len(planned) == 1 and f"= {len(runs)} runs" in planned[0], proc.stderr
     assert not (tmp_path / checked_in.stem).exists(), "--dry-run must write nothing"
+
+
+def test_a_bare_on_or_off_is_the_setting_s_level_not_a_boolean(tmp_path):
+    # YAML reads `on`/`off` as true/false: a setting whose levels are on and off takes them back
+    spec = load_spec(write(tmp_path, "factors: {stop_sampler: [on, off], error_feedback: [off]}"))
+    assert spec.factors["stop_sampler"] == ["on", "off"]
+    assert spec.factors["error_feedback"] == ["off"]

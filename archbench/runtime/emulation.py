@@ -109,10 +109,11 @@ def process_budget() -> Any:
     return budget()
 
 
-def step_throttle() -> tuple[Any, Any]:
+def step_throttle(sample_stops: bool = True) -> tuple[Any, Any]:
     """(Throttle, StopSampler): how long, and where, the CPU budget stopped a traced step
-    (archbench.cluster.throttle); both answer None where no budget applies."""
+    (archbench.cluster.throttle); both answer None where no budget applies. Without
+    `sample_stops` the StopSampler is None: each step's throttled total alone."""
     # deferred: the readers load only for a traced run
     from archbench.cluster.throttle import StopSampler, Throttle
 
-    return Throttle(), StopSampler()
+    return Throttle(), StopSampler() if sample_stops else None

@@ -36,6 +36,7 @@ TRAIN_SIZES = {"fashion_mnist": 60000, "mnist": 60000, "cifar10": 50000}
 OPTIMIZERS = ("sgd",)
 COMPRESSIONS = METHODS  # which architecture carries which: archbench.compression.CARRIED_BY
 ERROR_FEEDBACK = ("on", "off")
+STOP_SAMPLER = ("on", "off")
 # How the ring's allreduce is run under the MPI controller: `ring` forces Open MPI's ring
 # (coll/tuned algorithm 4: reduce-scatter then allgather, 2(W-1)/W of the data per rank);
 # `default` leaves the choice to the library's decision rules. Gloo always runs its ring.
@@ -135,6 +136,8 @@ class Setting:
                 raise LevelError(f"must be a number, got {value!r}")
             value = float(value)
         elif self.kind == "choice":
+            if isinstance(value, bool) and set(self.choices) == {"on", "off"}:
+                value = "on" if value else "off"  # YAML reads a bare on/off as true/false
             if value not in self.choices:
                 raise LevelError(
                     f"must be one of {', '.join(map(str, self.choices))}, got {value!r}"
@@ -341,6 +344,7 @@ SETTINGS: dict[str, Setting] = {
         # ambiguous abbreviation of its own --timeline-filename and --timeline-mark-cycles)
         S("timeline", "str", None, ALL, reserved=True, alias="--timeline-file", help="write a Chrome Trace Event Format file of --timeline-steps traced steps after warm-up (left out of the step statistics, as probes are); under horovodrun spell it --timeline-file"),
         S("timeline_steps", "int", 3, ALL, minimum=1, maximum=100, unit="steps", help="steps --timeline traces (default 3)"),
+        S("stop_sampler", "choice", "on", ALL, choices=STOP_SAMPLER, help="--timeline on a CPU budget (an emulated node): a thread notes where each of the budget's stops fell, drawn as spans (on, default), or the trace has each step's throttled total only (off)"),
         S("out", "str", None, ALL, reserved=True, help="append the run record to this JSON-lines file"),
         S("run_id", "str", None, ALL, reserved=True, check=_check_label, help="identifier of this run in the record (default: generated)"),
         S("study", "str", None, ALL, reserved=True, check=_check_label, help="name of the study this run belongs to"),

@@ -73,7 +73,7 @@ class Tracer:
         self.rounds: list | None = None
         self.frames: list[Span] = []
         self.traced_s: list[float] = []
-        self.throttle, self.sampler = step_throttle()
+        self.throttle, self.sampler = step_throttle(config.stop_sampler == "on")
         self.stops: list[Span] = []
         self.primer_step = _primer_step(config, steps)
 
@@ -109,14 +109,15 @@ class Tracer:
             captures.begin()
         self.recorder.active, self.recorder.step = True, step
         before = self.throttle.read()
-        self.sampler.start(before)
+        if self.sampler is not None:
+            self.sampler.start(before)
         try:
             with captures.step(step):
                 started_ns, started = time.time_ns(), time.perf_counter()
                 loss = train_step()
                 elapsed, ended_ns = time.perf_counter() - started, time.time_ns()
         finally:  # a failed step (a warm group goes on to its next run) leaves no sampler behind
-            stops = self.sampler.stop()
+            stops = self.sampler.stop() if self.sampler is not None else None
         throttled = self.throttle.since(before)
         self.recorder.active = False
         self.stops += [
