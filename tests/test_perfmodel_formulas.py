@@ -241,7 +241,14 @@ def test_predict_ps_sync_and_async_by_hand() -> None:
     three = StepConfig("ps", "toy", 32, M, default_placement("ps", 3, 1, "dedicated", None),
                        bandwidth_bits=1e9, sync=False)  # fmt: skip
     # W=3: the server's link carries 3 * 8e-3 = 2.4e-2 per round > own cycle 2.022e-2
-    assert predict_step(three, ModelParams(), calib).step_s == pytest.approx(2.4e-2)
+    paced = predict_step(three, ModelParams(), calib)
+    assert paced.step_s == pytest.approx(2.4e-2)
+    # the parts stay continuous where the server's link takes the pace: the worker's own
+    # exchange as at W=2, and the server link's time beyond the worker's cycle (0 at W=2)
+    own = 2.022e-2 - 4.2e-3
+    assert pred.parts[F.LINK] == pytest.approx(own) and pred.parts[F.SERVER_LINK] == 0.0
+    assert paced.parts[F.LINK] == pytest.approx(own)
+    assert paced.parts[F.SERVER_LINK] == pytest.approx(2.4e-2 - 2.022e-2)
 
 
 def test_sync_every_prices_one_exchange_in_h_steps_by_hand() -> None:

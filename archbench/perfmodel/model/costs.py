@@ -201,10 +201,10 @@ def ps_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute: f
     comm = ps.own_comm_s
     own_exposed = F.exposed_comm_s(comm, compute, arch.overlap)
     step = F.async_step_s(compute, own_exposed, ps.bottleneck_s)
-    if ps.bottleneck_s > compute + own_exposed:  # the shared server link sets the pace
-        parts = {F.SERVER_LINK: step - compute}
-    else:
-        parts = {F.LINK: own_exposed}
+    # the worker's own cycle, then what the shared server link adds beyond it where it sets the
+    # pace: both terms stay continuous where the pace changes hands, so a crossover's deciding
+    # term is a cost that grew, not one renamed
+    parts = {F.LINK: own_exposed, F.SERVER_LINK: step - compute - own_exposed}
     return StepCost(comm, step - compute, step, terms, parts)
 
 
