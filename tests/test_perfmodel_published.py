@@ -4,6 +4,7 @@ pipelined fused buffers and the layer-order overlap schedule behave as their phy
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,21 @@ def _fake_shapes(monkeypatch) -> None:
 
     monkeypatch.setattr(published, "model_shape", shape_of)
     monkeypatch.setattr(published, "ps_plan", plan)
+
+
+def test_the_per_variable_what_if_hides_only_what_the_backward_pass_can(monkeypatch) -> None:
+    _fake_shapes(monkeypatch)
+    work = published.PS_CLUSTER.workloads[0]
+    shape = published.model_shape(work.model, work.shape)
+    for workers in (8, 16, 64):
+        as_run, hidden = (
+            published.ps_efficiency(published.PS_CLUSTER, work, shape, workers, step)
+            for step in (1, 2)
+        )
+        assert as_run < hidden <= 1.0, workers
+    # a pass of 0.1 s: the exchange outlasts the backward pass, and the rest is exposed
+    slow = replace(work, images_per_s=work.batch / 0.1)
+    assert published.ps_efficiency(published.PS_CLUSTER, slow, shape, 64, 2) < 1.0
 
 
 def test_published_prints_a_row_per_published_point(monkeypatch, capsys) -> None:

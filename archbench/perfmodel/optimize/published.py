@@ -27,6 +27,10 @@ Sources:
      GPUs: InceptionV3 29.7, 229, 459, 902, 1783; ResNet-50 52.4, 378, 751, 1388, 2744;
      ResNet-152 19.4, 146, 291, 565, 981. The efficiency is the rate at W over W x the 1-GPU
      rate.
+[T3] tensorflow/benchmarks, scripts/tf_cnn_benchmarks/variable_mgr.py,
+     VariableMgrDistributedReplicated.append_apply_gradients_ops: for each variable on its own,
+     the summed gradient applied on its server, a barrier of sync queues across the workers, then
+     the updated value read and assigned to every GPU's copy: no step-wide phase between them.
 [A1] Amazon EC2 instance table: p2.8xlarge, 8 GPUs, "10 Gbps" network.
 [N1] NCCL's cost model (NVIDIA/nccl, src/graph/tuning.cc): a ring allreduce of the Simple
      protocol costs a base 8.4 us, 9.6 us per step through the network and 5.7 us per step over
@@ -145,7 +149,8 @@ PS_CLUSTER = Cluster(
     inter_alpha_s=0.0,  # the calibration's (gRPC over TCP: its 60 us default)
     intra_alpha_s=0.0,
     call_s=0.0,
-    facts="[T2] distributed_replicated, servers on the worker instances; [A1] 10 Gbit/s; "
+    facts="[T2] distributed_replicated, servers on the worker instances; [T3] its graph per "
+    "variable; [A1] 10 Gbit/s; "
     "[P1] a K80 GPU's half of an x16; server costs: the calibration's defaults",
     workloads=(
         Workload(
@@ -218,6 +223,10 @@ HOROVOD_TERMS = (
 PS_TERMS = (
     Term("8 GPUs per host, each pushing and pulling its own gradient", False),
     Term("+ the host's GPUs summed first, one push and pull per host", True),
+    Term(
+        "what-if: each variable's exchange behind the backward pass, as its dataflow allows",
+        False,
+    ),
 )
 
 
@@ -275,7 +284,8 @@ def ps_efficiency(
     """Predicted scaling efficiency of distributed_replicated at W devices: the servers on the
     first K instances (K = the instances, or as [T2] lists), their shards balanced; row 0 has
     every GPU push and pull on its own, row 1 sums a host's GPUs first (a reduce-scatter and an
-    allgather over their PCIe links) and exchanges once per host."""
+    allgather over their PCIe links) and exchanges once per host, row 2 (a what-if) also lets
+    each variable's exchange start as soon as the backward pass made its gradient ([T3])."""
     g = cluster.devices_per_host
     hosts = F.hosts_of(workers, g)
     servers = work.num_ps.get(workers, hosts)
@@ -298,10 +308,21 @@ def ps_efficiency(
         bandwidth_bits=cluster.nic_gbit * 1e9, variable_bytes=facts.sizes,
         ps_sharding="balanced", ps_plan=plan,
     )  # fmt: skip
+    compute = work.batch / work.images_per_s
     step_s = predict_step(config, _params(work), calib).step_s
     if step >= 1:
         step_s += F.local_aggregation_s(float(sum(facts.sizes)), min(g, workers), calib.intra)
-    return (work.batch / work.images_per_s) / step_s
+    if step >= 2:
+        # [T3]: the graph sums, applies, waits at a barrier and copies back each variable on its
+        # own, so each can start once the backward pass has made its gradient: the whole
+        # exchange, at its own pace per byte, queued behind the layers in reverse order
+        exchange_s = step_s - compute
+        ready = F.gradient_ready_s(facts.flops, compute, 2.0 / 3.0)
+        chain = F.backward_schedule(
+            ready, facts.sizes, float("inf"), 0.0, exchange_s / float(sum(facts.sizes))
+        )
+        step_s = compute + max(chain.end_s - compute, 0.0)
+    return compute / step_s
 
 
 @dataclass(frozen=True)
