@@ -29,6 +29,7 @@ from archbench.cluster.state import link_rate
 from archbench.common.bandwidth import Bandwidth
 from archbench.common.errors import UsageError
 from archbench.record import append_record, cluster_section, in_virtual_time
+from archbench.runtime import virtualtime
 from archbench.runtime.loop import metered_compute, steady_compute, step_blocks
 from archbench.sweep.plan import build_plan
 from archbench.sweep.spec import load_spec
@@ -142,9 +143,9 @@ def test_explicit_dilation_period_and_quota() -> None:
 
 def test_a_node_is_crowded_only_past_its_virtual_cores() -> None:
     # the one rule the report's verdict (records) and microbench's plan (layouts) both use
-    assert not dilation.crowded(4, 4)  # one virtual core each: full, not crowded
-    assert dilation.crowded(5, 4)  # a server beside four workers on a node of four
-    assert not dilation.crowded(2, 4, 2) and dilation.crowded(3, 4, 2)
+    assert not virtualtime.crowded(4, 4)  # one virtual core each: full, not crowded
+    assert virtualtime.crowded(5, 4)  # a server beside four workers on a node of four
+    assert not virtualtime.crowded(2, 4, 2) and virtualtime.crowded(3, 4, 2)
 
 
 def test_links_are_shaped_to_b_over_d_and_naps_last_d_times_longer() -> None:

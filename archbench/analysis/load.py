@@ -24,12 +24,12 @@ from archbench.analysis.fmt import placement_label
 from archbench.analysis.labels import data_label, model_label, record_model_labels, short_names
 from archbench.analysis.machine_load import overload_note
 from archbench.analysis.quality import run_metric
-from archbench.cluster import dilation
 from archbench.common.bandwidth import bits_or_none, link_bandwidth_bits
 from archbench.common.errors import UsageError
 from archbench.record import RunRecord, read_lines, study_files
 from archbench.record.keys import BYTES, COUNT, PER_STEP, RATE, REAL_S, SHARE, S, declared
 from archbench.record.keys import field as declared_field
+from archbench.runtime import virtualtime
 from archbench.runtime.settings import SERVER_PLACEMENTS
 
 # Factor names that mark repetitions of one configuration, not a factor of the study.
@@ -327,7 +327,7 @@ def _crowded_node(flat: dict[str, Any]) -> str:
     if math.isnan(node_vcpus + process_vcpus):
         return ""
     host, processes = Counter(hosts).most_common(1)[0]
-    if not dilation.crowded(processes, node_vcpus, process_vcpus):
+    if not virtualtime.crowded(processes, node_vcpus, process_vcpus):
         return ""
     return (
         f"{host} holds {processes} processes of {process_vcpus:g} virtual core each on its "

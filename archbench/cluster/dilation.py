@@ -99,13 +99,6 @@ class Dilation:
         )
 
 
-def crowded(processes: int, vcpus_per_node: float, vcpus_per_process: float = 1.0) -> bool:
-    """Whether a dilated node holding `processes` processes, each capped at `vcpus_per_process`
-    virtual cores, is crowded past its `vcpus_per_node`: it cannot give each the cores the
-    dilation promised, as a host of that many cores could not."""
-    return processes * vcpus_per_process > vcpus_per_node
-
-
 def period_for(dilation: float) -> int:
     """The default CFS period for D: 10 ms, longer where period / D would fall under 2.5 ms."""
     return max(DEFAULT_PERIOD_US, int(math.ceil(dilation * MIN_THREAD_QUOTA_US / 500.0)) * 500)

@@ -19,6 +19,13 @@ LIBRARY_NAME = "libarchbench-node.so"  # the library every process of a node pre
 STOP_SAMPLE_INTERVAL_US = 200
 
 
+def crowded(processes: int, vcpus_per_node: float, vcpus_per_process: float = 1.0) -> bool:
+    """Whether a dilated node holding `processes` processes, each capped at `vcpus_per_process`
+    virtual cores, is crowded past its `vcpus_per_node`: it cannot give each the cores the
+    dilation promised, as a host of that many cores could not."""
+    return processes * vcpus_per_process > vcpus_per_node
+
+
 def factor() -> float:
     """This process's dilation factor D (1.0 where it runs in real time)."""
     text = os.environ.get(DILATION_VARIABLE)

@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from archbench.cluster import dilation
 from archbench.common.archs import arch as architecture
 from archbench.common.archs import uses_horovod
 from archbench.common.errors import RunFailed, UsageError
@@ -55,6 +54,7 @@ from archbench.perfmodel.model.units import (
     own_row,
     positive_ints,
 )
+from archbench.runtime import virtualtime
 from archbench.runtime.launch import root_mpi_env
 from archbench.runtime.settings import SETTINGS, add_flag
 from archbench.sweep.kinds import kind_of, resolve_target
@@ -473,7 +473,7 @@ def study_benches(runs: list[PlannedRun], here: dict[str, Any]) -> tuple[str, st
     per_node = here.get("vcpus_per_node") if here.get("dilation") else None
     cores_each = here.get("vcpus_per_process") or 1
     shared = any(
-        dilation.crowded(ranks, per_node, cores_each) if per_node else ranks > 1
+        virtualtime.crowded(ranks, per_node, cores_each) if per_node else ranks > 1
         for run in runs
         for _, ranks in run.layout
     )
