@@ -19,16 +19,15 @@ Usage: python benchmarks/stop_sampler.py [--study runs/stop-sampler.yaml] [--no-
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 from collections import defaultdict
-from typing import Any
 
 from study_run import run_study
 
 from archbench.analysis.stats import ratio_of_means
-from archbench.record import read_lines, study_files
+from archbench.record import RunRecord, read_lines, study_files
+from archbench.record.schema import number_or_none
 
 FIGURES = (
     ("timeline.cost.ratio", "traced ÷ timed step"),
@@ -40,23 +39,15 @@ FIGURES = (
 )
 
 
-def _value(record: dict[str, Any], path: str) -> float:
-    node: Any = record
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return float(node) if isinstance(node, int | float) and not isinstance(node, bool) else math.nan
-
-
 def main(argv: list[str] | None = None) -> int:
     folder = run_study("python benchmarks/stop_sampler.py", "runs/stop-sampler.yaml", argv)
     if folder is None:
         return 2
-    records = [r for r in read_lines(study_files(folder)).records if r.get("status") == "ok"]
-    runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    records = [RunRecord(r) for r in read_lines(study_files(folder)).records]
+    runs: dict[tuple[str, str], list[RunRecord]] = defaultdict(list)
     for record in records:
-        config = record.get("config", {})
-        if record.get("timeline"):
-            runs[(config.get("arch"), config.get("stop_sampler", "on"))].append(record)
+        if record.get("status") == "ok" and record.get("timeline"):
+            runs[(record.arch, record.config.get("stop_sampler", "on"))].append(record)
     print(
         f"{'arch':<5} {'figure':<20} {'on':>10} {'off':>10}  {'on ÷ off [95%]':>20}  off's spread"
     )
@@ -66,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{arch:<5} fewer than two traced runs at a level: nothing to compare")
             continue
         for path, label in FIGURES:
-            a = [v for v in (_value(r, path) for r in on) if not math.isnan(v)]
-            b = [v for v in (_value(r, path) for r in off) if not math.isnan(v)]
+            a = [v for v in (number_or_none(r.get(path)) for r in on) if v is not None]
+            b = [v for v in (number_or_none(r.get(path)) for r in off) if v is not None]
             if len(a) < 2 or len(b) < 2 or statistics.mean(b) == 0:
                 print(f"{arch:<5} {label:<20} {'-':>10} {'-':>10}")
                 continue

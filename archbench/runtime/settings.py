@@ -35,8 +35,7 @@ DATASETS = ("fashion_mnist", "mnist", "cifar10", "synthetic", "text", "words")
 TRAIN_SIZES = {"fashion_mnist": 60000, "mnist": 60000, "cifar10": 50000}
 OPTIMIZERS = ("sgd",)
 COMPRESSIONS = METHODS  # which architecture carries which: archbench.compression.CARRIED_BY
-ERROR_FEEDBACK = ("on", "off")
-STOP_SAMPLER = ("on", "off")
+ON_OFF = ("on", "off")
 # How the ring's allreduce is run under the MPI controller: `ring` forces Open MPI's ring
 # (coll/tuned algorithm 4: reduce-scatter then allgather, 2(W-1)/W of the data per rank);
 # `default` leaves the choice to the library's decision rules. Gloo always runs its ring.
@@ -136,7 +135,7 @@ class Setting:
                 raise LevelError(f"must be a number, got {value!r}")
             value = float(value)
         elif self.kind == "choice":
-            if isinstance(value, bool) and set(self.choices) == {"on", "off"}:
+            if isinstance(value, bool) and self.choices == ON_OFF:
                 value = "on" if value else "off"  # YAML reads a bare on/off as true/false
             if value not in self.choices:
                 raise LevelError(
@@ -344,7 +343,7 @@ SETTINGS: dict[str, Setting] = {
         # ambiguous abbreviation of its own --timeline-filename and --timeline-mark-cycles)
         S("timeline", "str", None, ALL, reserved=True, alias="--timeline-file", help="write a Chrome Trace Event Format file of --timeline-steps traced steps after warm-up (left out of the step statistics, as probes are); under horovodrun spell it --timeline-file"),
         S("timeline_steps", "int", 3, ALL, minimum=1, maximum=100, unit="steps", help="steps --timeline traces (default 3)"),
-        S("stop_sampler", "choice", "on", ALL, choices=STOP_SAMPLER, help="--timeline on a CPU budget (an emulated node): a thread notes where each of the budget's stops fell, drawn as spans (on, default), or the trace has each step's throttled total only (off)"),
+        S("stop_sampler", "choice", "on", ALL, choices=ON_OFF, help="--timeline on a CPU budget (an emulated node): a thread notes where each of the budget's stops fell, drawn as spans (on, default), or the trace has each step's throttled total only (off)"),
         S("out", "str", None, ALL, reserved=True, help="append the run record to this JSON-lines file"),
         S("run_id", "str", None, ALL, reserved=True, check=_check_label, help="identifier of this run in the record (default: generated)"),
         S("study", "str", None, ALL, reserved=True, check=_check_label, help="name of the study this run belongs to"),
@@ -355,7 +354,7 @@ SETTINGS: dict[str, Setting] = {
         S("compression_ratio", "float", 0.01, _COMPRESSED, minimum=0, exclusive_minimum=True, maximum=1, numeric=True, help="topk: share of the gradient's entries each worker sends (default 0.01)"),
         S("powersgd_rank", "int", 2, _RING, minimum=1, maximum=65_536, numeric=True, help="powersgd: rank of the factors P and Q (default 2)"),
         S("compression_warmup_steps", "int", 0, _COMPRESSED, minimum=0, maximum=1_000_000_000, unit="steps", help="topk: the kept share falls exponentially from dense to the ratio over these first steps (default 0)"),
-        S("error_feedback", "choice", "on", _COMPRESSED, choices=ERROR_FEEDBACK, help="topk, powersgd: what a worker did not send is added to its next gradient (default on)"),
+        S("error_feedback", "choice", "on", _COMPRESSED, choices=ON_OFF, help="topk, powersgd: what a worker did not send is added to its next gradient (default on)"),
         S("allreduce_algorithm", "choice", "ring", _RING, choices=ALLREDUCE_ALGORITHMS, help="MPI controller: Open MPI's ring allreduce (default) or the library's own choice per message size; Gloo always runs its ring"),
         S("num_ps", "int", 1, _PS, minimum=1, maximum=4096, numeric=True, not_applicable=0, help="number of parameter-server tasks (ranks 0..K-1)"),
         S("sync", "bool", True, _PS, not_applicable="sync", help="synchronous updates (default); --async: asynchronous updates"),

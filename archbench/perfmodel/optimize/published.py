@@ -317,7 +317,7 @@ def ps_efficiency(
         # own, so each can start once the backward pass has made its gradient: the whole
         # exchange, at its own pace per byte, queued behind the layers in reverse order
         exchange_s = step_s - compute
-        ready = F.gradient_ready_s(facts.flops, compute, 2.0 / 3.0)
+        ready = F.gradient_ready_s(facts.flops, compute, config.backward_share)
         chain = F.backward_schedule(
             ready, facts.sizes, float("inf"), 0.0, exchange_s / float(sum(facts.sizes))
         )
