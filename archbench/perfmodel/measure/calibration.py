@@ -57,23 +57,6 @@ class Calibration:
     cpu_contention: float = 0.0
     # shaped rate / rate the between-host ping-pong achieved (>= 1), when it ran on shaped links
     link_efficiency: float = 1.0
-    # ring allreduce (Horovod) over n hosts: time per bus byte over the shaped link's own
-    # (>= 1), from the slope between microbench's two largest messages at each n. It stretches
-    # the link term rather than adding a fixed host cost: the collective Open MPI picks for n
-    # ranks, and ranks sharing cores, move more than 2(n-1)/n bytes per link, so the extra
-    # time grows with the link's time per byte.
-    ring_link_factor: dict[int, float] = field(default_factory=dict)
-
-    def ring_link_factor_for(self, ring_size: int) -> float:
-        """The measured stretch of an allreduce over `ring_size` hosts: at that size, else at
-        the nearest size below it (the smallest measured when none is below); 1 when none was
-        measured."""
-        if not self.ring_link_factor:
-            return 1.0
-        sizes = sorted(self.ring_link_factor)
-        fitting = [n for n in sizes if n <= ring_size]
-        return self.ring_link_factor[fitting[-1] if fitting else sizes[0]]
-
     # fixed cost of one Horovod allreduce call over n hosts (the intercept of microbench's
     # ladder: per-call negotiation, the cycle, 2(n-1) message latencies)
     ring_call_s: dict[int, float] = field(default_factory=dict)
@@ -133,7 +116,6 @@ class Calibration:
             "compute": {name: asdict(line) for name, line in self.compute.items()},
             "cpu_contention": self.cpu_contention,
             "link_efficiency": self.link_efficiency,
-            "ring_link_factor": {str(n): f for n, f in self.ring_link_factor.items()},
             "ring_call_s": {str(n): t for n, t in self.ring_call_s.items()},
             "ps_request_s": self.ps_request_s,
             "ps_accumulate_s_per_byte": self.ps_accumulate_s_per_byte,
@@ -151,9 +133,6 @@ class Calibration:
             compute={k: ComputeLine(**v) for k, v in (data.get("compute") or {}).items()},
             cpu_contention=float(data.get("cpu_contention") or 0.0),
             link_efficiency=float(data.get("link_efficiency") or 1.0),
-            ring_link_factor={
-                int(n): float(f) for n, f in (data.get("ring_link_factor") or {}).items()
-            },
             ring_call_s={int(n): float(t) for n, t in (data.get("ring_call_s") or {}).items()},
             ps_request_s=float(data.get("ps_request_s", DEFAULT_PS_REQUEST_S)),
             ps_accumulate_s_per_byte=float(
@@ -381,9 +360,6 @@ def _calibration_from(records: Iterable[dict[str, Any]], source: str) -> Calibra
     if shaped:
         measured.append("link_efficiency")
     for ranks, by_size in rings.items():
-        factor = ring_link_factor(ranks, by_size, calib.link_efficiency)
-        if factor is not None:
-            calib.ring_link_factor[ranks] = factor
         if len(by_size) >= 2:
             sizes = sorted(by_size)
             calib.ring_call_s[ranks] = fit_alpha_beta(sizes, [by_size[n][0] for n in sizes]).alpha_s
@@ -406,26 +382,6 @@ def _calibration_from(records: Iterable[dict[str, Any]], source: str) -> Calibra
         measured.append("compute")
     calib.measured = tuple(measured)
     return calib
-
-
-def ring_link_factor(
-    ranks: int, by_size: dict[float, tuple[float, float]], link_efficiency: float
-) -> float | None:
-    """Time per bus byte of an allreduce over n ranks, over the shaped link's, from the slope
-    between the two largest messages (Hockney: the slope is free of the per-call overheads
-    that dominate small messages; a single size gives the plain ratio). None with no data."""
-    if ranks < 2 or not by_size:
-        return None
-    sizes = sorted(by_size)
-    bus_share = 2 * (ranks - 1) / ranks  # bytes on each link per byte of message
-    big_s, bits = by_size[sizes[-1]]
-    link_beta = link_efficiency * 8.0 / bits
-    if len(sizes) >= 2 and sizes[-1] > sizes[-2]:
-        small_s, _ = by_size[sizes[-2]]
-        per_byte = (big_s - small_s) / (sizes[-1] - sizes[-2])
-    else:
-        per_byte = big_s / sizes[-1]
-    return max(per_byte / bus_share / link_beta, 1.0)
 
 
 def link_efficiency(shaped: list[tuple[float, float, float]]) -> float:

@@ -36,8 +36,8 @@ from archbench.runtime.settings import SETTINGS
 WARMUP = 2
 TRIALS = 3  # calls timed together to choose the iteration count
 # A median of 3 follows one slow call of the 3: the two-rank allreduce of 4 MiB once measured
-# 52.9 ms where a repeat gave 36.4, and the ring's link stretch (the slope of the two largest
-# sizes) came out 1.62 instead of about 1.0. A median of 7 outlasts three slow calls.
+# 52.9 ms where a repeat gave 36.4, and the slope between the two largest sizes came out 1.62
+# times the link's instead of about 1.0. A median of 7 outlasts three slow calls.
 MIN_ITERATIONS = 7
 MAX_ITERATIONS = 1000
 

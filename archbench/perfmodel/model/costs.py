@@ -4,7 +4,7 @@ given the compute time and the architecture's fitted parameters. The architectur
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from archbench.common.archs import gathers_rows, has_servers, owns_shards
 from archbench.common.errors import UsageError
@@ -70,12 +70,6 @@ def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute:
     if len(workers) <= 1:
         return single_cost(config, arch, calib, compute)
     across = len(set(workers)) > 1
-    # what microbench measured for an allreduce over this many hosts stretches the ring's link
-    # term (the ring's size, not the ranks sharing a host's cores: on a dilated cluster every
-    # rank has its own, and the stretch still grows with the ring)
-    stretch = calib.ring_link_factor_for(len(set(workers))) if across else 1.0
-    if stretch != 1.0:
-        arch = replace(arch, efficiency=arch.efficiency * stretch)
     network = network_for(config, arch, calib)
     wire = ring_wire_bytes(config)
     threshold = (config.fusion_threshold_mb or 64.0) * 1024 * 1024
@@ -98,7 +92,7 @@ def ring_cost(config: StepConfig, arch: ArchParams, calib: Calibration, compute:
         call = calib.ring_call_for(len(workers)) if across else None
         if call is not None:
             parts[F.LATENCY] = buffers * (call + 2 * (len(workers) - 1) * arch.alpha_s)
-    terms = {"ring_link_factor": stretch, "fusion_buffers": buffers}
+    terms = {"fusion_buffers": buffers}
     if config.overlap_schedule == "backward":
         return _scheduled(config, parts, buffers, wire, threshold, compute, terms)
     if config.pipelined_buffers and buffers > 1:
