@@ -22,11 +22,12 @@ from test_perfmodel_fit import _record
 from archbench.analysis.report import write_report
 from archbench.cli import main
 from archbench.perfmodel.fit.fitfile import FIT_NAME, FIT_SCHEMA
+from archbench.perfmodel.fit.ranking import TOO_CLOSE, WRONG
 from archbench.perfmodel.fit.records import observation_from_record
 from archbench.perfmodel.measure.calibration import Calibration, ComputeLine, fingerprint
 from archbench.perfmodel.model import formulas as F
 from archbench.perfmodel.model.predictor import ModelParams, predict_step
-from archbench.perfmodel.optimize.crossover import axis_values, parse_range
+from archbench.perfmodel.optimize.crossover import Marker, axis_values, parse_range
 
 TRUTH = ModelParams(compute={"toy": ComputeLine(0.002, 2e-5)})
 CALIB = Calibration(
@@ -350,3 +351,20 @@ def test_a_line_with_one_winner_says_where_it_is_too_close_and_a_missing_term_is
     )
     # the ring has no server link: its side of that term is said to be none, not "0 -> 0"
     assert "ring has none" in out and "0 -> 0" not in out
+
+
+def test_a_marker_whose_measured_gap_is_within_the_runs_noise_is_too_close_to_call() -> None:
+    """The ranking's rule: the gap the call rests on against the larger of the two floors."""
+    predicted = {"ring": 0.0329, "p2p": 0.0350}  # the model picks the ring
+    noise = {"ring": 0.005, "p2p": 0.004}
+    # p2p measured fastest by 0.3%, within the ring's 0.5% floor: neither agrees nor disagrees
+    close = Marker(2, 1e8, {"ring": 0.0348, "p2p": 0.0347}, predicted, "ring", noise)
+    assert close.verdict == TOO_CLOSE and not close.agrees and close.too_close
+    # by 15%: the runs order them, and the pick is wrong
+    wrong = replace(close, measured_s={"ring": 0.0400, "p2p": 0.0347})
+    assert wrong.verdict == WRONG and not wrong.agrees and not wrong.too_close
+    # the pick fastest, its runner-up 0.3% behind: too close as well; 15% behind: right
+    assert replace(close, measured_s={"ring": 0.0346, "p2p": 0.0347}).too_close
+    assert replace(close, measured_s={"ring": 0.0300, "p2p": 0.0347}).agrees
+    # without floors (every candidate run once, none known) any gap decides
+    assert replace(close, noise={}).verdict == WRONG

@@ -94,7 +94,10 @@ def _finding(wmap: WorkloadMap) -> str:
         agree = sum(1 for m in compared if m.agrees)
         text += f"; the measured fastest is the predicted one at {agree} of {len(compared)}"
         text += " measured settings" if len(compared) > 1 else " measured setting"
-        wrong = [m for m in compared if not m.agrees]
+        close = [m for m in compared if m.too_close]
+        if close:
+            text += f", too close to call at {len(close)} (the measured gap within the runs' noise)"
+        wrong = [m for m in compared if not m.agrees and not m.too_close]
         if wrong:
             text += " (not at " + ", ".join(
                 f"{_point(plane, m)}: measured {m.measured_fastest}, predicted "

@@ -139,9 +139,15 @@ class Ranked:
 
     @property
     def verdict(self) -> str:
-        if self.gap <= self.noise:
-            return TOO_CLOSE
-        return RIGHT if self.picked is self.fastest else WRONG
+        return verdict_of(self.gap, self.noise, self.picked is self.fastest)
+
+
+def verdict_of(gap: float, noise: float, picked_is_fastest: bool) -> str:
+    """The call on a pick whose measured gap (see `Ranked.gap`) is `gap`, against the noise
+    floor `noise` (both fractions): the rule of the ranking and of the map's markers."""
+    if gap <= noise:
+        return TOO_CLOSE
+    return RIGHT if picked_is_fastest else WRONG
 
 
 def rank_settings(rows: Sequence[Scored], setting_of: dict[str, str]) -> list[Ranked]:

@@ -25,6 +25,8 @@ from archbench.analysis.labels import model_label
 from archbench.common.archs import has_servers, owns_shards, sort_key
 from archbench.common.bandwidth import format_bits, parse_bandwidth
 from archbench.common.errors import UsageError
+from archbench.perfmodel.fit.fitting import noise_floor
+from archbench.perfmodel.fit.ranking import RIGHT, TOO_CLOSE, verdict_of
 from archbench.perfmodel.fit.records import Observation, cpu_sharing_ranks
 from archbench.perfmodel.measure.calibration import DEFAULT_INTER_ALPHA_S, Calibration
 from archbench.perfmodel.model import formulas as F
@@ -631,13 +633,16 @@ def on_plane(point: Point, plane: Plane) -> bool:
 @dataclass(frozen=True)
 class Marker:
     """The study's runs at one setting of the plane: the measured fastest candidate (median
-    step) against the predicted fastest among the same candidates there."""
+    step) against the predicted fastest among the same candidates there, called as the
+    ranking of `model validate` calls a setting (`ranking.verdict_of`): where the measured gap
+    the call rests on is within the runs' noise floor, the runs cannot order the two."""
 
     x: float
     y: float
     measured_s: dict[str, float]  # label -> median measured step
     predicted_s: dict[str, float]  # label -> predicted step, the same candidates
     map_winner: str | None  # the predicted fastest of every candidate at that point
+    noise: dict[str, float] = field(default_factory=dict)  # label -> its runs' noise floor
 
     @property
     def measured_fastest(self) -> str:
@@ -654,7 +659,21 @@ class Marker:
 
     @property
     def agrees(self) -> bool:
-        return self.measured_fastest == self.predicted_fastest
+        return self.verdict == RIGHT
+
+    @property
+    def too_close(self) -> bool:
+        return self.verdict == TOO_CLOSE
+
+    @property
+    def verdict(self) -> str:
+        """right, wrong or too close to call (`ranking.verdict_of`)."""
+        fastest, picked = self.measured_fastest, self.predicted_fastest
+        ordered = sorted(self.measured_s, key=lambda k: (self.measured_s[k], k))
+        rival = ordered[1] if picked == fastest and len(ordered) > 1 else picked
+        gap = self.measured_s[rival] / self.measured_s[fastest] - 1
+        noise = max(self.noise.get(fastest, 0.0), self.noise.get(rival, 0.0))
+        return verdict_of(gap, noise, picked == fastest)
 
 
 def markers(
@@ -665,7 +684,9 @@ def markers(
     calib: Calibration,
 ) -> list[Marker]:
     """One marker per setting of the plane the study measured (candidates at the same workers,
-    link and batch compared by their median steps, as the map compares them)."""
+    link and batch compared by their median steps, as the map compares them), each candidate
+    with the noise floor of its runs (run once: the mean floor of the others, as the ranking
+    takes it)."""
     plane = result.plane
     settings: dict[tuple[float, float], dict[str, list[float]]] = {}
     for label, members in by_label.items():
@@ -676,15 +697,25 @@ def markers(
                 continue
             key = _setting_key(settings, x, y)
             settings.setdefault(key, {}).setdefault(label, []).append(obs.step_s)
+    floors = [f for measured in settings.values() for v in measured.values()
+              if (f := noise_floor(v)) is not None]  # fmt: skip
+    run_once = sum(floors) / len(floors) if floors else 0.0
     found = []
     for (x, y), measured in sorted(settings.items()):
         point = moved(moved(plane.base, plane.x, x), plane.y, y)
         cell = price_point(candidates, point, result.workload.batch, params, calib)
         predicted = {label: p.step_s for label in measured if (p := cell.of(label))}
         kept = {label: float(median(v)) for label, v in measured.items() if label in predicted}
+        noise = {label: _floor_or(measured[label], run_once) for label in kept}
         if kept:
-            found.append(Marker(x, y, kept, predicted, cell.winner.label if cell.winner else None))
+            winner = cell.winner.label if cell.winner else None
+            found.append(Marker(x, y, kept, predicted, winner, noise))
     return found
+
+
+def _floor_or(values: Sequence[float], default: float) -> float:
+    floor = noise_floor(values)
+    return default if floor is None else floor
 
 
 def _setting_key(

@@ -193,7 +193,8 @@ def _axes(
 
 def _draw_markers(ax: Axes, markers: Sequence[Marker]) -> None:
     """Black and white, to stand out on any shade: a disc where the runs agree with the map,
-    a ring with a cross (and what was measured) where they do not. Labels of neighbouring
+    a ring where their measured gap is within their noise (too close to call), a ring with a
+    cross (and what was measured) where they disagree. Labels of neighbouring
     disagreeing markers alternate above and below them (on the lowest row, two heights above:
     below it are the axis's ticks), so those on one line do not overlap."""
     labelled = 0
@@ -203,6 +204,8 @@ def _draw_markers(ax: Axes, markers: Sequence[Marker]) -> None:
             ax.scatter([m.x], [m.y], s=30, color="black", marker=".", zorder=6)
         elif m.agrees:
             ax.scatter([m.x], [m.y], s=90, color="black", edgecolors="white", lw=1.5, zorder=6)
+        elif m.too_close:
+            ax.scatter([m.x], [m.y], s=90, color="white", edgecolors="black", lw=1.8, zorder=6)
         else:
             ax.scatter([m.x], [m.y], s=110, color="white", edgecolors="black", lw=1.8, zorder=6)
             ax.scatter([m.x], [m.y], s=55, color="black", marker="x", lw=1.6, zorder=7)
@@ -251,7 +254,12 @@ def _legend(
             Line2D([], [], marker="o", ls="none", mfc="black", mec="white", ms=9,
                    label="runs: measured fastest = predicted")
         )  # fmt: skip
-    if any(m.compared and not m.agrees for m in markers):
+    if any(m.compared and m.too_close for m in markers):
+        handles.append(
+            Line2D([], [], marker="o", ls="none", mfc="white", mec="black", ms=9,
+                   label="runs: within their noise")
+        )  # fmt: skip
+    if any(m.compared and not m.agrees and not m.too_close for m in markers):
         handles.append(
             Line2D([], [], marker=r"$\otimes$", ls="none", color="black", ms=11,
                    label="runs: measured fastest ≠ predicted")

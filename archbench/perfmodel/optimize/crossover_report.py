@@ -382,7 +382,10 @@ def marker_text(wmap: WorkloadMap, m: Marker) -> str:
     where = f"{format_value(plane.x, m.x)}, {format_value(plane.y, m.y)}"
     if not m.compared:
         return f"{where}: only {m.measured_fastest} measured"
-    verdict = "agrees" if m.agrees else "DISAGREES"
+    if m.too_close:
+        verdict = "too close to call (the measured gap within the runs' noise)"
+    else:
+        verdict = "agrees" if m.agrees else "DISAGREES"
     return (
         f"{where}: measured fastest {m.measured_fastest} "
         f"({m.measured_s[m.measured_fastest] * 1e3:.3g} ms/step), predicted {m.predicted_fastest}"
@@ -499,6 +502,8 @@ def workload_json(wmap: WorkloadMap, paths: Sequence[Path]) -> dict[str, Any]:
                 "map_winner": m.map_winner,
                 "compared": m.compared,
                 "agrees": m.agrees,
+                "verdict": m.verdict,
+                "noise_floor": m.noise,
             }
             for m in wmap.markers
         ],  # fmt: skip
