@@ -403,7 +403,8 @@ def text_report(wmap: WorkloadMap, paths: Sequence[Path]) -> list[str]:
         lines += [f"    {t}" for t in line_texts(wmap, along)]
     if wmap.markers:
         lines.append(
-            "  the study's runs (a disc in the figure where they agree, a crossed ring where not):"
+            "  the study's runs (a disc in the figure where they agree, a crossed ring where not,"
+            " a plain ring where their gap is within their noise):"
         )
         lines += [f"    {marker_text(wmap, m)}" for m in wmap.markers]
     lines.append(f"  files: {', '.join(map(str, paths))}")
