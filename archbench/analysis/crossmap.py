@@ -26,7 +26,9 @@ HOW_TO_READ = (
     "there, darker the larger its margin over the runner-up; hatched cells are too close to call "
     "(a margin under the model's error, named in the legend). The outlined box is the range the "
     "fit saw: outside it the map extrapolates. A disc marks a setting the study measured where "
-    "the measured fastest is the predicted one, a crossed ring one where it is not. The map "
+    "the measured fastest is the predicted one, a crossed ring one where it is not, a plain ring "
+    "one where the measured gap is within the runs' noise (too close to call, as in `model "
+    "validate`'s ranking). The map "
     "compares the configurations of two workers or more that the study measured; one process, "
     "where the answer names it, is not on it."
 )
