@@ -99,7 +99,7 @@ def _finding(wmap: WorkloadMap) -> str:
         close = [m for m in compared if m.too_close]
         if close:
             text += f", too close to call at {len(close)} (the measured gap within the runs' noise)"
-        wrong = [m for m in compared if not m.agrees and not m.too_close]
+        wrong = [m for m in compared if m.disagrees]
         if wrong:
             text += " (not at " + ", ".join(
                 f"{_point(plane, m)}: measured {m.measured_fastest}, predicted "

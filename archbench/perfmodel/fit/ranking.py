@@ -131,15 +131,22 @@ class Ranked:
 
     @property
     def gap(self) -> float:
-        """The measured gap the call rests on: the pick behind the fastest, or (the pick being
-        the fastest) the runner-up behind the pick."""
-        if self.picked is self.fastest:
-            return self.runner_up.measured_s / self.fastest.measured_s - 1
-        return self.cost - 1
+        return call_gap(
+            self.picked.measured_s, self.fastest.measured_s, self.runner_up.measured_s,
+            self.picked is self.fastest,
+        )  # fmt: skip
 
     @property
     def verdict(self) -> str:
         return verdict_of(self.gap, self.noise, self.picked is self.fastest)
+
+
+def call_gap(
+    picked_s: float, fastest_s: float, runner_up_s: float, picked_is_fastest: bool
+) -> float:
+    """The measured gap a call rests on: the pick behind the fastest, or (the pick being the
+    fastest) the runner-up behind the pick."""
+    return (runner_up_s if picked_is_fastest else picked_s) / fastest_s - 1
 
 
 def verdict_of(gap: float, noise: float, picked_is_fastest: bool) -> str:

@@ -26,7 +26,7 @@ from archbench.common.archs import has_servers, owns_shards, sort_key
 from archbench.common.bandwidth import format_bits, parse_bandwidth
 from archbench.common.errors import UsageError
 from archbench.perfmodel.fit.fitting import noise_floor
-from archbench.perfmodel.fit.ranking import RIGHT, TOO_CLOSE, verdict_of
+from archbench.perfmodel.fit.ranking import RIGHT, TOO_CLOSE, WRONG, call_gap, verdict_of
 from archbench.perfmodel.fit.records import Observation, cpu_sharing_ranks
 from archbench.perfmodel.measure.calibration import DEFAULT_INTER_ALPHA_S, Calibration
 from archbench.perfmodel.model import formulas as F
@@ -670,10 +670,16 @@ class Marker:
         """right, wrong or too close to call (`ranking.verdict_of`)."""
         fastest, picked = self.measured_fastest, self.predicted_fastest
         ordered = sorted(self.measured_s, key=lambda k: (self.measured_s[k], k))
-        rival = ordered[1] if picked == fastest and len(ordered) > 1 else picked
-        gap = self.measured_s[rival] / self.measured_s[fastest] - 1
+        runner_up = ordered[1] if len(ordered) > 1 else fastest
+        rival = runner_up if picked == fastest else picked
+        measured = self.measured_s
+        gap = call_gap(measured[picked], measured[fastest], measured[runner_up], picked == fastest)
         noise = max(self.noise.get(fastest, 0.0), self.noise.get(rival, 0.0))
         return verdict_of(gap, noise, picked == fastest)
+
+    @property
+    def disagrees(self) -> bool:
+        return self.verdict == WRONG
 
 
 def markers(

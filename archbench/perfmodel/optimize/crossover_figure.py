@@ -259,7 +259,7 @@ def _legend(
             Line2D([], [], marker="o", ls="none", mfc="white", mec="black", ms=9,
                    label="runs: within their noise")
         )  # fmt: skip
-    if any(m.compared and not m.agrees and not m.too_close for m in markers):
+    if any(m.compared and m.disagrees for m in markers):
         handles.append(
             Line2D([], [], marker=r"$\otimes$", ls="none", color="black", ms=11,
                    label="runs: measured fastest ≠ predicted")
